@@ -1,0 +1,98 @@
+"""``pynamesrv serve``: mqnamesrv's command line (-c, -p) plus --listen/--port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from pynamesrv.namesrv.config import ConfigRegistry
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.kvconfig import KvConfigError
+
+
+def install_event_loop_policy() -> None:
+    """Use uvloop when it is installed: the same asyncio code, a faster loop."""
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def _run(controller: NamesrvController) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await controller.start()
+    await stop.wait()
+    logging.getLogger("pynamesrv").info("shutdown requested, stopping")
+    await controller.stop()
+
+
+@click.command()
+@click.option(
+    "-c",
+    "--configFile",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Java properties file (NamesrvConfig / NettyServerConfig keys).",
+)
+@click.option(
+    "-p",
+    "--printConfigItem",
+    "print_config",
+    is_flag=True,
+    help="Print the effective configuration as key=value lines and exit.",
+)
+@click.option("--listen", "listen", default=None, help="Address to bind (bindAddress).")
+@click.option("--port", "port", type=int, default=None, help="TCP port (listenPort), 9876.")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def serve(
+    config_file: Path | None,
+    print_config: bool,
+    listen: str | None,
+    port: int | None,
+    log_level: str,
+) -> None:
+    """Run the name server."""
+    try:
+        registry = ConfigRegistry.from_file(config_file)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot load {config_file}: {exc}") from exc
+    config = registry.config
+    if config_file is not None:
+        click.echo(f"load config properties file OK, {config_file}", err=True)
+    if listen is not None:
+        config.bind_address = listen
+    if port is not None:
+        config.listen_port = port
+    if print_config:
+        for key, value in registry.all_properties().items():
+            click.echo(f"{key}={value}")
+        return
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)-5s %(name)s - %(message)s",
+        stream=sys.stderr,
+    )
+    install_event_loop_policy()
+    controller = NamesrvController(registry=registry)
+    try:
+        asyncio.run(_run(controller))
+    except KvConfigError as exc:
+        raise click.ClickException(f"cannot load the KV store: {exc}") from exc
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {config.bind_address}:{config.listen_port}: {exc.strerror or exc}"
+        ) from exc

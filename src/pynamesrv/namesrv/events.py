@@ -1,0 +1,98 @@
+"""State-change events returned by the route registry, KV store and config (design.md journal).
+
+The registry never logs or writes anything itself; it returns these, and the controller hands
+them to the log and the journal. Field names are the journal's contract: add, never rename.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(slots=True)
+class Event:
+    TYPE: ClassVar[str] = "event"
+
+    def to_record(self) -> dict[str, Any]:
+        """The journal line's payload, without ``ts``/``ns``."""
+        record: dict[str, Any] = {"type": self.TYPE}
+        record.update(asdict(self))
+        return record
+
+
+@dataclass(slots=True)
+class BrokerRegistered(Event):
+    TYPE: ClassVar[str] = "broker_registered"
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_addr: str | None
+    first: bool
+    data_version: dict[str, int]
+    topics_added: list[str] = field(default_factory=list)
+    topics_removed: list[str] = field(default_factory=list)
+    topics_changed: list[str] = field(default_factory=list)
+    topic_count: int = 0
+
+
+@dataclass(slots=True)
+class BrokerHeartbeat(Event):
+    TYPE: ClassVar[str] = "broker_heartbeat"
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    data_version: dict[str, int]
+
+
+@dataclass(slots=True)
+class BrokerRemoved(Event):
+    TYPE: ClassVar[str] = "broker_removed"
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    reason: str
+    last_heartbeat_ts: int | None
+
+
+@dataclass(slots=True)
+class TopicRemoved(Event):
+    TYPE: ClassVar[str] = "topic_removed"
+    topic: str
+    reason: str
+
+
+@dataclass(slots=True)
+class PermChanged(Event):
+    TYPE: ClassVar[str] = "perm_changed"
+    broker_name: str
+    op: str
+    topic_count: int
+
+
+@dataclass(slots=True)
+class KvChanged(Event):
+    TYPE: ClassVar[str] = "kv_changed"
+    namespace: str
+    key: str
+    op: str
+
+
+@dataclass(slots=True)
+class ConfigChanged(Event):
+    TYPE: ClassVar[str] = "config_changed"
+    key: str
+    value: str
+
+
+class RemovalReason:
+    """Why a broker left the routes (the journal's ``reason`` values)."""
+
+    UNREGISTER = "unregister"
+    EXPIRED = "expired"
+    CHANNEL_CLOSED = "channel_closed"
+    CHANNEL_ERROR = "channel_error"
+    CHANNEL_IDLE = "channel_idle"

@@ -1,0 +1,311 @@
+"""Route records and the wire bodies brokers send them in (spec/state.md §1-2, requests.md 103).
+
+Records are plain slotted dataclasses named after their Java counterparts. The body codecs
+live here, not in the processor, because both sides use them: the name server decodes
+RegisterBrokerBody and the Python broker client (``pynamesrv.broker.client``) encodes it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.codes import Version
+
+_INT32 = struct.Struct(">i")
+
+
+class BodyError(ValueError):
+    """A request body that cannot be decoded (answered SYSTEM_ERROR like Java's exception)."""
+
+
+@dataclass(slots=True, frozen=True)
+class DataVersion:
+    """A broker's topic-config version; 5.x adds ``state_version`` and compares it too."""
+
+    timestamp: int = 0
+    counter: int = 0
+    state_version: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Any) -> DataVersion:
+        if not isinstance(obj, dict):
+            raise BodyError("dataVersion is not an object")
+        return cls(
+            timestamp=_as_int(obj.get("timestamp")),
+            counter=_as_int(obj.get("counter")),
+            state_version=_as_int(obj.get("stateVersion")),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        """4.9.4's shape; ``stateVersion`` only when a 5.x broker sent a non-zero one."""
+        out = {"counter": self.counter}
+        if self.state_version:
+            out["stateVersion"] = self.state_version
+        out["timestamp"] = self.timestamp
+        return out
+
+
+def _as_int(value: Any, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise BodyError("expected a number, got a boolean")
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise BodyError(f"expected a number, got {value!r}") from exc
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """What a broker reports per topic; only the queue numbers, perm and sys flag are routed."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_sys_flag: int = 0
+    order: bool = False
+    topic_filter_type: str = "SINGLE_TAG"
+    attributes: dict[str, str] | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> TopicConfig:
+        if not isinstance(obj, dict):
+            raise BodyError("topic config is not an object")
+        name = obj.get("topicName")
+        if not isinstance(name, str):
+            raise BodyError("topic config without topicName")
+        attributes = obj.get("attributes")
+        return cls(
+            topic_name=name,
+            read_queue_nums=_as_int(obj.get("readQueueNums"), 16),
+            write_queue_nums=_as_int(obj.get("writeQueueNums"), 16),
+            perm=_as_int(obj.get("perm"), 6),
+            topic_sys_flag=_as_int(obj.get("topicSysFlag")),
+            order=bool(obj.get("order", False)),
+            topic_filter_type=str(obj.get("topicFilterType") or "SINGLE_TAG"),
+            attributes=attributes if isinstance(attributes, dict) else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.attributes is not None:
+            out["attributes"] = self.attributes
+        out.update(
+            order=self.order,
+            perm=self.perm,
+            readQueueNums=self.read_queue_nums,
+            topicFilterType=self.topic_filter_type,
+            topicName=self.topic_name,
+            topicSysFlag=self.topic_sys_flag,
+            writeQueueNums=self.write_queue_nums,
+        )
+        return out
+
+
+@dataclass(slots=True)
+class QueueData:
+    """A topic's queues on one broker group (keyed by broker name in the topic table)."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+
+@dataclass(slots=True)
+class BrokerData:
+    """A broker group: the addresses of its master (id 0) and slaves, by broker id."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+    enable_acting_master: bool = False
+    zone_name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+        }
+        if self.zone_name is not None:
+            out["zoneName"] = self.zone_name
+        return out
+
+
+@dataclass(slots=True)
+class BrokerLiveInfo:
+    """Liveness of one registered broker address; ``channel`` is the connection it used last."""
+
+    last_update_ms: int
+    timeout_ms: int
+    data_version: DataVersion
+    channel: object
+    ha_server_addr: str | None
+    broker_name: str
+    broker_id: int
+    body_digest: int | None = None
+
+
+@dataclass(slots=True)
+class RegisterBrokerBody:
+    """The decoded REGISTER_BROKER body: topic table, data version, filter servers."""
+
+    data_version: DataVersion
+    topic_configs: list[TopicConfig]
+    filter_server_list: list[str] | None
+
+    @classmethod
+    def empty(cls) -> RegisterBrokerBody:
+        return cls(DataVersion(), [], None)
+
+    @classmethod
+    def decode(cls, body: bytes, *, compressed: bool, version: int) -> RegisterBrokerBody:
+        """Decode a body in whichever of the three formats the broker's version implies."""
+        if not body:
+            return cls.empty()
+        try:
+            if version < Version.V3_0_11:
+                wrapper = fastjson.loads(body)
+                data_version, topics = _decode_wrapper(wrapper)
+                return cls(data_version, topics, None)
+            if compressed:
+                return _decode_compressed(body, version)
+            obj = fastjson.loads(body)
+            if not isinstance(obj, dict):
+                raise BodyError("body is not an object")
+            data_version, topics = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
+            servers = obj.get("filterServerList")
+            return cls(data_version, topics, [str(s) for s in servers or []])
+        except BodyError:
+            raise
+        except (ValueError, TypeError, zlib.error, struct.error, UnicodeDecodeError) as exc:
+            raise BodyError(f"Failed to decode RegisterBrokerBody: {exc}") from exc
+
+    def encode(self, *, compressed: bool) -> bytes:
+        """Encode like a Java broker: JSON, or the compact zlib form of compressedRegister."""
+        if not compressed:
+            return fastjson.dumps(
+                {
+                    "filterServerList": self.filter_server_list or [],
+                    "topicConfigSerializeWrapper": {
+                        "dataVersion": self.data_version.to_json(),
+                        "topicConfigTable": {t.topic_name: t.to_json() for t in self.topic_configs},
+                    },
+                }
+            )
+        parts = [_len_prefixed(orjson.dumps(self.data_version.to_json()))]
+        parts.append(_INT32.pack(len(self.topic_configs)))
+        for t in self.topic_configs:
+            line = (
+                f"{t.topic_name} {t.read_queue_nums} {t.write_queue_nums} {t.perm} "
+                f"{t.topic_filter_type}"
+            )
+            parts.append(_len_prefixed(line.encode()))
+        parts.append(_len_prefixed(orjson.dumps(self.filter_server_list or [])))
+        return zlib.compress(b"".join(parts), 9)
+
+
+def _len_prefixed(data: bytes) -> bytes:
+    return _INT32.pack(len(data)) + data
+
+
+def _decode_wrapper(wrapper: Any) -> tuple[DataVersion, list[TopicConfig]]:
+    if wrapper is None:
+        return DataVersion(), []
+    if not isinstance(wrapper, dict):
+        raise BodyError("topicConfigSerializeWrapper is not an object")
+    raw_version = wrapper.get("dataVersion")
+    data_version = DataVersion() if raw_version is None else DataVersion.from_json(raw_version)
+    table = wrapper.get("topicConfigTable") or {}
+    if not isinstance(table, dict):
+        raise BodyError("topicConfigTable is not an object")
+    return data_version, [TopicConfig.from_json(v) for v in table.values()]
+
+
+class _Reader:
+    """Big-endian reader over the inflated compressed body; a short read is a decode error."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def int32(self) -> int:
+        if self.pos + 4 > len(self.data):
+            raise BodyError("compressed body truncated")
+        (value,) = _INT32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return value
+
+    def chunk(self) -> bytes:
+        size = self.int32()
+        if size < 0 or self.pos + size > len(self.data):
+            raise BodyError("compressed body truncated")
+        out = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return out
+
+    @property
+    def at_end(self) -> bool:
+        return self.pos >= len(self.data)
+
+
+def _decode_compressed(body: bytes, version: int) -> RegisterBrokerBody:
+    reader = _Reader(zlib.decompress(body))
+    data_version = DataVersion.from_json(fastjson.loads(reader.chunk()))
+    count = reader.int32()
+    if count < 0:
+        raise BodyError("negative topic count")
+    topics = [_decode_topic_line(reader.chunk().decode()) for _ in range(count)]
+    servers = orjson.loads(reader.chunk())
+    if not isinstance(servers, list):
+        raise BodyError("filter server list is not an array")
+    # 5.x brokers (>= V5_0_0) append static-topic mappings; they do not affect plain routes.
+    if version >= Version.V5_0_0 and not reader.at_end:
+        for _ in range(max(reader.int32(), 0)):
+            reader.chunk()
+    return RegisterBrokerBody(data_version, topics, [str(s) for s in servers])
+
+
+def _decode_topic_line(line: str) -> TopicConfig:
+    """``name read write perm filterType [attributesJson]`` (TopicConfig.decode)."""
+    tokens = line.split(" ")
+    while tokens and tokens[-1] == "":
+        tokens.pop()
+    if len(tokens) < 5:
+        raise BodyError(f"bad topic config line {line!r}")
+    attributes = None
+    if len(tokens) > 5:
+        try:
+            parsed = orjson.loads(" ".join(tokens[5:]))
+            attributes = parsed if isinstance(parsed, dict) else None
+        except orjson.JSONDecodeError:
+            attributes = None
+    return TopicConfig(
+        topic_name=tokens[0],
+        read_queue_nums=_as_int(tokens[1]),
+        write_queue_nums=_as_int(tokens[2]),
+        perm=_as_int(tokens[3]),
+        topic_filter_type=tokens[4],
+        attributes=attributes,
+    )

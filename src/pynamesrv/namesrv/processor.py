@@ -1,0 +1,452 @@
+"""DefaultRequestProcessor: request code -> handler -> answer (spec/requests.md).
+
+Handlers are synchronous functions over the in-memory tables. Two kinds of answer leave
+them: a ``RemotingCommand``, or for a route-query hit the finished frame as ``bytes`` (the
+cached body behind a header template: no dict, no encoder). Requests that persist a file
+(KV and config updates) return an awaitable instead, which the server awaits before it
+answers, so an acknowledged write is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from pynamesrv.namesrv.config import ConfigError, ConfigRegistry, format_properties
+from pynamesrv.namesrv.events import Event
+from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
+from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterBrokerBody
+from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.codec import encode_frame
+from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
+from pynamesrv.remoting.command import RemotingCommand, SerializeType
+
+log = logging.getLogger(__name__)
+
+Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
+
+FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"
+# Longest namespace/key and value a KV request may carry: far above any real use (order
+# confs are a few hundred bytes) and far below what could bloat the file and the log.
+MAX_KV_NAME: Final = 256
+MAX_KV_VALUE: Final = 64 * 1024
+_FORBIDDEN_NAME_CHARS: Final = frozenset("/\\\x00") | {chr(c) for c in range(0x20)}
+
+
+class RequestError(Exception):
+    """A handler's error answer (code and remark), raised where the problem is found."""
+
+    def __init__(self, code: int, remark: str | None, ext_fields: dict[str, str] | None = None):
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+        self.ext_fields = ext_fields
+
+
+def _long(request: RemotingCommand, name: str) -> int | None:
+    """Java Long field decoding: a parse failure is swallowed and leaves null."""
+    text = request.field(name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _bool(request: RemotingCommand, name: str) -> bool:
+    text = request.field(name)
+    return text is not None and text.lower() == "true"
+
+
+def _required(value: Any, name: str) -> Any:
+    if value is None:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"NullPointerException: {name} is null")
+    return value
+
+
+class _RouteAnswerTemplate:
+    """The JSON header of a successful route answer differs only in ``opaque``."""
+
+    prefix: Final = b'{"code":0,"flag":1,"language":"JAVA","opaque":'
+    suffix: Final = f',"serializeTypeCurrentRPC":"JSON","version":{SERVER_VERSION}}}'.encode()
+
+    @classmethod
+    def frame(cls, opaque: int, body: bytes) -> bytes:
+        header = b"%b%d%b" % (cls.prefix, opaque, cls.suffix)
+        return encode_frame(SerializeType.JSON, header, body)
+
+
+class DefaultRequestProcessor:
+    def __init__(
+        self,
+        routes: RouteInfoManager,
+        kv: KvConfigManager,
+        registry: ConfigRegistry,
+        *,
+        on_events: Callable[[list[Event]], None],
+        persist_kv: Callable[[bytes], Awaitable[None]],
+        persist_config: Callable[[], Awaitable[None]],
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self.routes = routes
+        self.kv = kv
+        self.registry = registry
+        self.on_events = on_events
+        self.persist_kv = persist_kv
+        self.persist_config = persist_config
+        self.clock_ms = clock_ms
+        self.started_ms = clock_ms()
+        self.route_hits = 0
+        self.route_misses = 0
+        self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topics,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topics,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_unit_topics,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+
+    # ------------------------------------------------------------------ dispatch
+
+    def process(self, request: RemotingCommand, channel: object) -> Answer:
+        """Answer one request; None means send nothing (oneway, or a stray response)."""
+        if request.is_response:
+            return None
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            answer: Answer = RemotingCommand.response_to(
+                request,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported",
+            )
+        else:
+            try:
+                answer = handler(request, channel)
+            except RequestError as exc:
+                answer = self._error(request, exc)
+            except Exception as exc:
+                log.warning("request code %s failed: %r", request.code, exc, exc_info=True)
+                answer = RemotingCommand.response_to(
+                    request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+                )
+        if request.is_oneway:
+            return None if not hasattr(answer, "__await__") else answer
+        return answer
+
+    @staticmethod
+    def _error(request: RemotingCommand, exc: RequestError) -> RemotingCommand:
+        return RemotingCommand.response_to(request, exc.code, exc.remark, exc.ext_fields)
+
+    def _emit(self, events: list[Event]) -> None:
+        if events:
+            self.on_events(events)
+
+    def _ok(self, request: RemotingCommand, body: bytes = b"", **ext: str) -> RemotingCommand:
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields=ext if ext else None, body=body
+        )
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(self, request: RemotingCommand, channel: object) -> Answer:
+        body = request.body
+        crc = _long(request, "bodyCrc32") or 0
+        actual_crc = zlib.crc32(body) & 0x7FFFFFFF
+        if crc != 0 and crc != actual_crc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
+        broker_id = _required(_long(request, "brokerId"), "brokerId")
+        compressed = _bool(request, "compressed")
+        enable_acting = request.field("enableActingMaster")
+
+        def load_body() -> RegisterBrokerBody:
+            try:
+                return RegisterBrokerBody.decode(
+                    body, compressed=compressed, version=request.version
+                )
+            except BodyError as exc:
+                raise RequestError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"RemotingCommandException: Failed to decode RegisterBrokerBody: {exc}",
+                ) from exc
+
+        result = self.routes.register_broker(
+            cluster=_required(request.field("clusterName"), "clusterName"),
+            broker_addr=_required(request.field("brokerAddr"), "brokerAddr"),
+            broker_name=_required(request.field("brokerName"), "brokerName"),
+            broker_id=broker_id,
+            ha_server_addr=request.field("haServerAddr"),
+            body_digest=hash(
+                (actual_crc, len(body), compressed, request.version >= Version.V5_0_0)
+            ),
+            load_body=load_body,
+            channel=channel,
+            now_ms=self.clock_ms(),
+            heartbeat_timeout_ms=_long(request, "heartbeatTimeoutMillis"),
+            enable_acting_master=None if enable_acting is None else enable_acting.lower() == "true",
+            zone_name=request.field("__ZONE_NAME"),
+        )
+        self._emit(result.events)
+        ext: dict[str, str] = {}
+        if result.master_addr is not None:
+            ext["masterAddr"] = result.master_addr
+        if result.ha_server_addr is not None:
+            ext["haServerAddr"] = result.ha_server_addr
+        order_table = self.kv.namespace(ORDER_TOPIC_CONFIG)
+        reply_body = b""
+        if order_table is not None and self.registry.config.return_order_topic_config_to_broker:
+            reply_body = fastjson.dumps({"table": order_table})
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields=ext, body=reply_body
+        )
+
+    def unregister_broker(self, request: RemotingCommand, channel: object) -> Answer:
+        broker_id = _required(_long(request, "brokerId"), "brokerId")
+        self._emit(
+            self.routes.unregister_broker(
+                request.field("clusterName") or "",
+                _required(request.field("brokerAddr"), "brokerAddr"),
+                _required(request.field("brokerName"), "brokerName"),
+                broker_id,
+            )
+        )
+        return self._ok(request)
+
+    def query_data_version(self, request: RemotingCommand, channel: object) -> Answer:
+        if not request.body:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "NullPointerException: body is null")
+        try:
+            incoming = DataVersion.from_json(fastjson.loads(request.body))
+        except (BodyError, ValueError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}") from exc
+        changed, stored, events = self.routes.query_data_version(
+            request.field("clusterName") or "",
+            request.field("brokerAddr") or "",
+            incoming,
+            self.clock_ms(),
+        )
+        self._emit(events)
+        body = fastjson.dumps(stored.to_json()) if stored is not None else b""
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields={"changed": "true" if changed else "false"},
+            body=body,
+        )
+
+    def broker_heartbeat(self, request: RemotingCommand, channel: object) -> Answer:
+        self._emit(
+            self.routes.broker_heartbeat(
+                request.field("clusterName") or "",
+                request.field("brokerAddr") or "",
+                self.clock_ms(),
+            )
+        )
+        return self._ok(request)
+
+    def get_broker_member_group(self, request: RemotingCommand, channel: object) -> Answer:
+        group = self.routes.broker_member_group(
+            request.field("clusterName"), request.field("brokerName")
+        )
+        return self._ok(request, fastjson.dumps(group))
+
+    # ------------------------------------------------------------------ routes
+
+    def get_route_info(self, request: RemotingCommand, channel: object) -> Answer:
+        config = self.registry.config
+        if config.need_wait_for_service and (
+            self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
+        ):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
+        topic = request.field("topic")
+        standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
+        body = self.routes.route_body(topic, standard, order_conf)
+        if body is None:
+            self.route_misses += 1
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}\n"
+                f"See {FAQ_URL} for further details.",
+            )
+        self.route_hits += 1
+        if request.serialize_type == SerializeType.JSON:
+            return _RouteAnswerTemplate.frame(request.opaque, body)
+        return self._ok(request, body)
+
+    def get_cluster_info(self, request: RemotingCommand, channel: object) -> Answer:
+        return self._ok(request, fastjson.dumps(self.routes.cluster_info()))
+
+    def wipe_write_perm(self, request: RemotingCommand, channel: object) -> Answer:
+        count, events = self.routes.wipe_write_perm(request.field("brokerName") or "")
+        self._emit(events)
+        return self._ok(request, wipeTopicCount=str(count))
+
+    def add_write_perm(self, request: RemotingCommand, channel: object) -> Answer:
+        count, events = self.routes.add_write_perm(request.field("brokerName") or "")
+        self._emit(events)
+        return self._ok(request, addTopicCount=str(count))
+
+    @staticmethod
+    def _topic_list(topics: list[str], broker_addr: str | None = None) -> bytes:
+        return fastjson.dumps({"brokerAddr": broker_addr, "topicList": topics})
+
+    def get_all_topics(self, request: RemotingCommand, channel: object) -> Answer:
+        if not self.registry.config.enable_all_topic_list:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "disable")
+        return self._ok(request, self._topic_list(self.routes.all_topics()))
+
+    def _require_topic_list_enabled(self) -> None:
+        if not self.registry.config.enable_topic_list:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "disable")
+
+    def get_topics_by_cluster(self, request: RemotingCommand, channel: object) -> Answer:
+        self._require_topic_list_enabled()
+        topics = self.routes.topics_by_cluster(request.field("cluster"))
+        return self._ok(request, self._topic_list(topics))
+
+    def get_system_topics(self, request: RemotingCommand, channel: object) -> Answer:
+        topics, broker_addr = self.routes.system_topics()
+        return self._ok(request, self._topic_list(topics, broker_addr))
+
+    def get_unit_topics(self, request: RemotingCommand, channel: object) -> Answer:
+        self._require_topic_list_enabled()
+        want = {
+            RequestCode.GET_UNIT_TOPIC_LIST: RouteInfoManager.is_unit,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: RouteInfoManager.has_unit_sub,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: RouteInfoManager.has_unit_sub_ununit,
+        }[RequestCode(request.code)]
+        return self._ok(request, self._topic_list(self.routes.unit_topics(want)))
+
+    def delete_topic(self, request: RemotingCommand, channel: object) -> Answer:
+        self._emit(
+            self.routes.delete_topic(
+                _required(request.field("topic"), "topic"), request.field("clusterName")
+            )
+        )
+        return self._ok(request)
+
+    def register_topic(self, request: RemotingCommand, channel: object) -> Answer:
+        topic = request.field("topic")
+        if topic is not None and request.body:
+            try:
+                route = fastjson.loads(request.body)
+                queue_datas = [
+                    QueueData(
+                        broker_name=str(q["brokerName"]),
+                        read_queue_nums=int(q.get("readQueueNums", 0)),
+                        write_queue_nums=int(q.get("writeQueueNums", 0)),
+                        perm=int(q.get("perm", 6)),
+                        topic_sys_flag=int(q.get("topicSysFlag", 0)),
+                    )
+                    for q in route.get("queueDatas") or []
+                ]
+            except (ValueError, TypeError, KeyError, AttributeError):
+                queue_datas = []
+            self.routes.register_topic(topic, queue_datas)
+        return self._ok(request)
+
+    # ------------------------------------------------------------------ KV config
+
+    @staticmethod
+    def _check_kv_name(value: str | None, what: str) -> None:
+        if value is None:
+            return
+        if len(value) > MAX_KV_NAME or _FORBIDDEN_NAME_CHARS.intersection(value):
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"illegal {what}: at most {MAX_KV_NAME} characters, no path separators, "
+                "NUL or control characters",
+            )
+
+    def put_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
+        namespace, key = request.field("namespace"), request.field("key")
+        value = request.field("value")
+        if namespace is None or key is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        self._check_kv_name(namespace, "namespace")
+        self._check_kv_name(key, "key")
+        if value is not None and len(value) > MAX_KV_VALUE:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"illegal value: longer than {MAX_KV_VALUE} characters"
+            )
+        events = self.kv.put(namespace, key, value)
+        return self._persist_kv(request, events)
+
+    def delete_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
+        namespace, key = request.field("namespace"), request.field("key")
+        events = self.kv.delete(namespace, key)
+        return self._persist_kv(request, events)
+
+    async def _persist_then_ok(
+        self, request: RemotingCommand, write: Awaitable[None], events: list[Event]
+    ) -> RemotingCommand:
+        try:
+            await write
+        except OSError as exc:
+            log.error("persisting after request code %s failed: %s", request.code, exc)
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"persist failed: {exc.strerror}"
+            )
+        self._emit(events)
+        return self._ok(request)
+
+    def _persist_kv(self, request: RemotingCommand, events: list[Event]) -> Answer:
+        return self._persist_then_ok(request, self.persist_kv(self.kv.snapshot_bytes()), events)
+
+    def get_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
+        namespace, key = request.field("namespace"), request.field("key")
+        value = self.kv.get(namespace, key)
+        if value is None:
+            raise RequestError(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {namespace} Key: {key}",
+                {},
+            )
+        return self._ok(request, value=value)
+
+    def get_kv_list(self, request: RemotingCommand, channel: object) -> Answer:
+        namespace = request.field("namespace")
+        table = self.kv.namespace(namespace)
+        if table is None:
+            raise RequestError(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+            )
+        return self._ok(request, fastjson.dumps({"table": table}))
+
+    # ------------------------------------------------------------------ name-server config
+
+    def update_config(self, request: RemotingCommand, channel: object) -> Answer:
+        if not request.body:
+            return self._ok(request)
+        try:
+            events = self.registry.update(request.body)
+        except ConfigError as exc:
+            raise RequestError(exc.code, exc.remark) from exc
+        return self._persist_then_ok(request, self.persist_config(), events)
+
+    def get_config(self, request: RemotingCommand, channel: object) -> Answer:
+        return self._ok(request, format_properties(self.registry.properties()))

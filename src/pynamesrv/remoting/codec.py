@@ -1,0 +1,281 @@
+"""Sans-IO frame codec: bytes in, RemotingCommands out, and back (spec/protocol.md §2-6).
+
+No sockets here. ``FrameDecoder.feed`` may be given any slicing of the byte stream: a frame
+split across many reads, or many frames in one read. Everything a peer can send wrong raises
+``FrameError``; the caller closes the connection without answering, as Java does.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import orjson
+
+from pynamesrv.remoting.codes import LanguageCode
+from pynamesrv.remoting.command import RemotingCommand, SerializeType
+
+# Netty's LengthFieldBasedFrameDecoder limit in Java counts the 4-byte length word too, so the
+# largest accepted value of the length word is this minus 4 (observed: 16777212 waits,
+# 16777213 closes).
+DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024
+
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_ROCKETMQ_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
+_ROCKETMQ_FIXED_LEN: Final = 17
+_LANG_BY_BYTE: Final = {lang.value: lang.name for lang in LanguageCode}
+_BYTE_BY_LANG: Final = {lang.name: lang.value for lang in LanguageCode}
+
+
+class FrameError(ValueError):
+    """The peer sent bytes that are not a valid frame; the connection must be closed.
+
+    ``commands`` holds the good frames that preceded the broken one in the same feed: Java
+    processes those before it closes, and so should the caller.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.commands: list[RemotingCommand] = []
+
+
+class FrameDecoder:
+    """Incremental decoder of length-prefixed frames.
+
+    Invariant: the cost of ``feed`` is O(bytes fed) however the stream is sliced. Consumed
+    bytes are dropped from the front of the buffer once per ``feed`` call (one memmove of
+    what is left), never once per frame, so a read holding thousands of tiny frames is not
+    quadratic. A frame's declared length is checked against the limit as soon as its
+    length word arrives, so a peer cannot make us buffer more than the limit.
+    """
+
+    __slots__ = ("_buffer", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.max_frame_length = max_frame_length
+        self._buffer = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        buf = self._buffer
+        buf += data
+        commands: list[RemotingCommand] = []
+        pos = 0
+        end = len(buf)
+        limit = self.max_frame_length - 4
+        view = memoryview(buf)
+        try:
+            while end - pos >= 4:
+                (length,) = _INT32.unpack_from(buf, pos)
+                if length < 4 or length > limit:
+                    raise FrameError(f"frame length {length} outside [4, {limit}]")
+                if end - pos - 4 < length:
+                    break
+                frame_start = pos + 4
+                pos = frame_start + length
+                commands.append(decode_frame_payload(view[frame_start:pos]))
+        except FrameError as exc:
+            exc.commands = commands
+            raise
+        finally:
+            view.release()
+        if pos:
+            del buf[:pos]
+        return commands
+
+
+def decode_frame_payload(payload: memoryview | bytes) -> RemotingCommand:
+    """Decode one frame without its length word: header word, header, body."""
+    (word,) = _UINT32.unpack_from(payload, 0)
+    serialize = word >> 24
+    header_len = word & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise FrameError(f"header length {header_len} beyond the frame ({len(payload) - 4})")
+    header = bytes(payload[4 : 4 + header_len])
+    body = bytes(payload[4 + header_len :])
+    if serialize == SerializeType.JSON:
+        cmd = _decode_json_header(header)
+    elif serialize == SerializeType.ROCKETMQ:
+        cmd = _decode_rocketmq_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {serialize}")
+    cmd.body = body
+    return cmd
+
+
+def _int_member(obj: dict[str, object], name: str) -> int:
+    value = obj.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise FrameError(f"header member {name} is not a number")
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError) as exc:
+        raise FrameError(f"header member {name} is not a number") from exc
+
+
+def _ext_value(value: object) -> str:
+    """fastjson coerces scalar extFields values to their string form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    try:
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError as exc:
+        raise FrameError(f"header is not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise FrameError("header is not a JSON object")
+    language = obj.get("language")
+    if language is None:
+        language = "JAVA"
+    elif not isinstance(language, str):
+        language = (
+            _LANG_BY_BYTE.get(language, str(language)) if isinstance(language, int) else "OTHER"
+        )
+    remark = obj.get("remark")
+    raw_ext = obj.get("extFields")
+    ext: dict[str, str] | None
+    if isinstance(raw_ext, dict):
+        ext = {str(k): _ext_value(v) for k, v in raw_ext.items() if v is not None}
+    elif raw_ext is None:
+        ext = None
+    else:
+        raise FrameError("extFields is not an object")
+    return RemotingCommand(
+        code=_int_member(obj, "code"),
+        language=language,
+        version=_int_member(obj, "version"),
+        opaque=_int_member(obj, "opaque"),
+        flag=_int_member(obj, "flag"),
+        remark=remark if isinstance(remark, str) else None,
+        ext_fields=ext,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _decode_rocketmq_header(header: bytes) -> RemotingCommand:
+    """Binary header; zero-length strings read as null, as Java's decoder does."""
+    size = len(header)
+    if size < _ROCKETMQ_FIXED_LEN:
+        raise FrameError("ROCKETMQ header shorter than its fixed part")
+    code, lang, version, opaque, flag, remark_len = _ROCKETMQ_FIXED.unpack_from(header, 0)
+    pos = _ROCKETMQ_FIXED_LEN
+    if remark_len < 0 or remark_len > size - pos:
+        raise FrameError(f"remark length {remark_len} beyond the header")
+    remark = header[pos : pos + remark_len].decode("utf-8", "replace") if remark_len else None
+    pos += remark_len
+    if size - pos < 4:
+        raise FrameError("ROCKETMQ header truncated before the ext length")
+    (ext_len,) = _INT32.unpack_from(header, pos)
+    pos += 4
+    if ext_len < 0 or ext_len > size - pos:
+        raise FrameError(f"ext length {ext_len} beyond the header")
+    ext: dict[str, str] | None = None
+    if ext_len:
+        ext = {}
+        stop = pos + ext_len
+        while pos < stop:
+            if stop - pos < 2:
+                raise FrameError("ROCKETMQ ext entry truncated")
+            key_len = int.from_bytes(header[pos : pos + 2], "big", signed=True)
+            pos += 2
+            if key_len < 0 or stop - pos < key_len + 4:
+                raise FrameError("ROCKETMQ ext key truncated")
+            key = header[pos : pos + key_len].decode("utf-8", "replace")
+            pos += key_len
+            (value_len,) = _INT32.unpack_from(header, pos)
+            pos += 4
+            if value_len < 0 or stop - pos < value_len:
+                raise FrameError("ROCKETMQ ext value truncated")
+            value = header[pos : pos + value_len].decode("utf-8", "replace")
+            pos += value_len
+            if key and value:
+                ext[key] = value
+    return RemotingCommand(
+        code=code,
+        language=_LANG_BY_BYTE.get(lang, "OTHER"),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    """The header bytes in the command's serialize type."""
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        return _encode_rocketmq_header(cmd)
+    return _encode_json_header(cmd)
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    # Members in fastjson's alphabetical order; null members omitted, as Java emits them.
+    obj: dict[str, object] = {"code": cmd.code}
+    if cmd.ext_fields is not None:
+        obj["extFields"] = cmd.ext_fields
+    obj["flag"] = cmd.flag
+    obj["language"] = cmd.language
+    obj["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        obj["remark"] = cmd.remark
+    obj["serializeTypeCurrentRPC"] = "JSON"
+    obj["version"] = cmd.version
+    return orjson.dumps(obj)
+
+
+def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    remark = cmd.remark.encode() if cmd.remark else b""
+    ext = bytearray()
+    for key, value in (cmd.ext_fields or {}).items():
+        if key is None or value is None:
+            continue
+        k = key.encode()
+        v = value.encode()
+        ext += len(k).to_bytes(2, "big") + k + _INT32.pack(len(v)) + v
+    return b"".join(
+        (
+            _ROCKETMQ_FIXED.pack(
+                cmd.code,
+                _BYTE_BY_LANG.get(cmd.language, LanguageCode.OTHER),
+                cmd.version,
+                cmd.opaque,
+                cmd.flag,
+                len(remark),
+            ),
+            remark,
+            _INT32.pack(len(ext)),
+            bytes(ext),
+        )
+    )
+
+
+def encode_frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes:
+    """Assemble a frame from an already encoded header (used by cached answers too)."""
+    return b"".join(
+        (
+            _INT32.pack(4 + len(header) + len(body)),
+            _UINT32.pack((serialize_type << 24) | len(header)),
+            header,
+            body,
+        )
+    )
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """One whole frame for ``cmd``."""
+    return encode_frame(cmd.serialize_type, encode_header(cmd), cmd.body)

@@ -1,0 +1,187 @@
+"""The asyncio remoting server: sockets, framing, idle timeout, back-pressure.
+
+One ``Connection`` (an asyncio Protocol) per TCP connection. ``data_received`` decodes every
+complete frame in the read, answers each through the handler, and writes all answers at
+once: no task or coroutine per request on the hot path. Only answers that must wait for a
+disk write arrive as awaitables and get a task.
+
+The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
+connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
+can drop the brokers registered on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from pynamesrv.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, FrameError, encode
+from pynamesrv.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
+Handler = Callable[[RemotingCommand, "Connection"], Answer]
+CloseListener = Callable[["Connection", str], None]
+
+CLOSED: Final = "channel_closed"
+ERROR: Final = "channel_error"
+IDLE: Final = "channel_idle"
+
+# Stop reading from a peer whose answers pile up unread beyond this (it sends but does not
+# read); resume when the kernel took most of it.
+_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
+_WRITE_LOW_WATER: Final = 1 * 1024 * 1024
+
+
+class Connection(asyncio.Protocol):
+    """One peer. Its identity is the "channel" a broker registration is tied to."""
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_length)
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.last_activity = time.monotonic()
+        self._close_reason = CLOSED
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.peer}>"
+
+    # asyncio callbacks ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER, low=_WRITE_LOW_WATER)
+        self.server.connections.add(self)
+        self._arm_idle_timer()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        broken: FrameError | None = None
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as exc:
+            broken, commands = exc, exc.commands
+        self._answer(commands)
+        if broken is not None:
+            log.info("closing %s: %s", self.peer, broken)
+            self.close(ERROR)
+
+    def _answer(self, commands: list[RemotingCommand]) -> None:
+        out: list[bytes] = []
+        handler = self.server.handler
+        for command in commands:
+            answer = handler(command, self)
+            if answer is None:
+                continue
+            if isinstance(answer, bytes):
+                out.append(answer)
+            elif isinstance(answer, RemotingCommand):
+                out.append(encode(answer))
+            elif inspect.isawaitable(answer):
+                task = asyncio.ensure_future(self._answer_later(answer))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+
+    async def _answer_later(self, answer: Awaitable[RemotingCommand | None]) -> None:
+        command = await answer
+        if command is not None and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode(command))
+            self.last_activity = time.monotonic()
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        reason = self._close_reason if exc is None else ERROR
+        self.server.connections.discard(self)
+        self.transport = None
+        self.server.on_close(self, reason)
+
+    # helpers ----------------------------------------------------------------------
+
+    def close(self, reason: str = CLOSED) -> None:
+        """Close the connection; ``on_close`` then reports ``reason``."""
+        self._close_reason = reason
+        if self.transport is not None:
+            self.transport.close()
+
+    def _arm_idle_timer(self) -> None:
+        idle = self.server.idle_seconds
+        if idle <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        due = self.last_activity + idle - time.monotonic()
+        self._idle_timer = loop.call_later(max(due, 0.05), self._check_idle)
+
+    def _check_idle(self) -> None:
+        if self.transport is None:
+            return
+        if time.monotonic() - self.last_activity >= self.server.idle_seconds:
+            log.info("closing %s: idle for %ss", self.peer, self.server.idle_seconds)
+            self.close(IDLE)
+        else:
+            self._arm_idle_timer()
+
+
+class RemotingServer:
+    """Listens on one TCP address and serves ``Connection``s."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        on_close: CloseListener = lambda conn, reason: None,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        idle_seconds: float = 120.0,
+        backlog: int = 1024,
+    ) -> None:
+        self.handler = handler
+        self.on_close = on_close
+        self.max_frame_length = max_frame_length
+        self.idle_seconds = idle_seconds
+        self.backlog = backlog
+        self.connections: set[Connection] = set()
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), host, port, backlog=self.backlog, reuse_address=True
+        )
+        sockname = self._server.sockets[0].getsockname()
+        return sockname[0], sockname[1]
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, wait for pending answers."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close(CLOSED)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None

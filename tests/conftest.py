@@ -1,0 +1,43 @@
+"""Shared fixtures: an in-process name server on a free loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.controller import NamesrvController
+
+StartNamesrv = Callable[..., Awaitable[NamesrvController]]
+
+
+@pytest.fixture
+async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
+    """Start name servers with config overrides (Java key names); all stop at teardown."""
+    started: list[NamesrvController] = []
+
+    async def start(**overrides: str | int | bool) -> NamesrvController:
+        home = tmp_path / f"ns{len(started)}"
+        config = NamesrvConfig(
+            listen_port=0,
+            rocketmq_home=str(home),
+            kv_config_path=str(home / "kvConfig.json"),
+            config_store_path=str(home / "namesrv.properties"),
+        )
+        for key, value in overrides.items():
+            assert config.set(key, str(value).lower() if isinstance(value, bool) else str(value))
+        controller = NamesrvController(config, host="127.0.0.1")
+        await controller.start()
+        started.append(controller)
+        return controller
+
+    yield start
+    for controller in reversed(started):
+        await controller.stop()
+
+
+@pytest.fixture
+async def namesrv(start_namesrv: StartNamesrv) -> NamesrvController:
+    return await start_namesrv()
