@@ -6,11 +6,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
 
 StartNamesrv = Callable[..., Awaitable[NamesrvController]]
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict:
+    """Run the suite on uvloop, the loop ``pynamesrv serve`` uses."""
+    return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture

@@ -69,15 +69,19 @@ class BrokerClient:
 
     async def stop(self, *, unregister: bool = True) -> None:
         """Stop heartbeats; unregister (graceful stop) unless told to just vanish."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self.die_silently()
         if unregister:
             await asyncio.gather(
                 *(self._unregister(a) for a in self.namesrv_addrs), return_exceptions=True
             )
         await self.close_connections()
+
+    async def die_silently(self) -> None:
+        """Stop heartbeating but keep the connections open: a hung or partitioned broker."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
 
     async def close_connections(self) -> None:
         """Drop the TCP connections (a name server then removes this broker at once)."""

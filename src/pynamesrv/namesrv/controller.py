@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -67,6 +68,11 @@ class NamesrvController:
         )
         self.port = 0
         self._timers: list[asyncio.Task[None]] = []
+        self._listeners: list[Callable[[list[Event]], None]] = []
+
+    def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
+        """Be told of every state change (the journal and the tests listen here)."""
+        self._listeners.append(listener)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,7 +142,11 @@ class NamesrvController:
     # ------------------------------------------------------------------ events
 
     def on_events(self, events: list[Event]) -> None:
-        """Say in the log what changed; the journal (a later stage) hooks in here too."""
+        """Say in the log what changed and tell the listeners."""
+        if not events:
+            return
+        for listener in self._listeners:
+            listener(events)
         for event in events:
             if isinstance(event, BrokerRegistered):
                 if event.first:

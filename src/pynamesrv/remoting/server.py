@@ -58,15 +58,15 @@ class Connection(asyncio.Protocol):
     # asyncio callbacks ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports do not subclass asyncio.Transport, so no isinstance check.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER, low=_WRITE_LOW_WATER)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER, low=_WRITE_LOW_WATER)  # type: ignore[attr-defined]
         self.server.connections.add(self)
         self._arm_idle_timer()
 

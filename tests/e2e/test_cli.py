@@ -1,0 +1,123 @@
+"""The installed ``pynamesrv`` command and ``make run``, as an operator uses them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import query_route
+
+from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.remoting.codes import ResponseCode
+
+ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode} before listening")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listened on {port} within {timeout_s}s")
+
+
+def test_print_config_shows_mqnamesrv_keys_and_defaults(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [ENTRY_POINT, "serve", "-p"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    props = dict(line.split("=", 1) for line in out.splitlines())
+    assert props["listenPort"] == "9876"
+    assert props["orderMessageEnable"] == "false"
+    assert props["serverChannelMaxIdleTimeSeconds"] == "120"
+    assert props["kvConfigPath"].endswith("kvConfig.json")
+
+
+def test_config_file_is_applied_and_becomes_config_store_path(tmp_path: Path) -> None:
+    config = tmp_path / "namesrv.properties"
+    config.write_text("listenPort=19999\norderMessageEnable=true\n# comment\n")
+    result = subprocess.run(
+        [ENTRY_POINT, "serve", "-c", config, "-p"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    props = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert props["listenPort"] == "19999"
+    assert props["orderMessageEnable"] == "true"
+    assert props["configStorePath"] == str(config)
+    assert "load config properties file OK" in result.stderr
+
+
+def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "namesrv.properties"
+    config.write_text(f"kvConfigPath={tmp_path / 'kv.json'}\n")
+    proc = subprocess.Popen(
+        [ENTRY_POINT, "serve", "-c", config, "--listen", "127.0.0.1", "--port", str(port)],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, proc, 20)
+
+        async def exercise() -> None:
+            broker = BrokerClient(
+                namesrv_addrs=[f"127.0.0.1:{port}"],
+                cluster="C",
+                broker_name="cli-broker",
+                broker_id=0,
+                broker_addr="127.0.0.1:10911",
+                topics={"CliTopic": TopicConfig("CliTopic", 2, 2, 6)},
+            )
+            await broker.start()
+            assert (await query_route(port, "CliTopic")).code == ResponseCode.SUCCESS
+            await broker.stop()
+
+        asyncio.run(exercise())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    log = proc.stderr.read().decode()  # type: ignore[union-attr]
+    assert f"address 127.0.0.1:{port}" in log
+    assert "new broker registered, C cli-broker id=0 addr=127.0.0.1:10911" in log
+    assert "broker removed, reason unregister" in log
+    assert "The Name Server stopped" in log
+
+
+def test_make_run_serves_on_9876() -> None:
+    with socket.socket() as sock:
+        if sock.connect_ex(("127.0.0.1", 9876)) == 0:
+            pytest.fail("port 9876 is already in use; `make run` could not be tested")
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(9876, proc, 300)
+        answer = asyncio.run(query_route(9876, "NoSuchTopic"))
+        assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=20)
