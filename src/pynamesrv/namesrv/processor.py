@@ -47,6 +47,11 @@ class RequestError(Exception):
         self.ext_fields = ext_fields
 
 
+def _java(value: object) -> str:
+    """A value as Java's string concatenation prints it (``null``, not ``None``)."""
+    return "null" if value is None else str(value)
+
+
 def _long(request: RemotingCommand, name: str) -> int | None:
     """Java Long field decoding: a parse failure is swallowed and leaves null."""
     text = request.field(name)
@@ -289,7 +294,7 @@ class DefaultRequestProcessor:
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {topic}\n"
+                f"No topic route info in name server for the topic: {_java(topic)}\n"
                 f"See {FAQ_URL} for further details.",
             )
         self.route_hits += 1
@@ -423,7 +428,7 @@ class DefaultRequestProcessor:
         if value is None:
             raise RequestError(
                 ResponseCode.QUERY_NOT_FOUND,
-                f"No config item, Namespace: {namespace} Key: {key}",
+                f"No config item, Namespace: {_java(namespace)} Key: {_java(key)}",
                 {},
             )
         return self._ok(request, value=value)
@@ -433,7 +438,7 @@ class DefaultRequestProcessor:
         table = self.kv.namespace(namespace)
         if table is None:
             raise RequestError(
-                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {_java(namespace)}"
             )
         return self._ok(request, fastjson.dumps({"table": table}))
 
