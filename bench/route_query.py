@@ -1,0 +1,253 @@
+"""GET_ROUTEINFO_BY_TOPIC throughput and latency, against a same-run ceiling.
+
+Two servers are measured with the same load, one after the other:
+
+* pynamesrv (``pynamesrv serve``) holding one broker's route, and
+* a minimal asyncio server (uvloop) that answers every frame with a constant frame of the
+  same size: the ceiling of this runtime on this machine.
+
+Each server is pinned to CPU 0 and the load generators to the other CPUs. Load: several
+processes, each with several connections, each keeping ``depth`` pipelined requests in
+flight, so the generator is not the bottleneck.
+
+    .venv/bin/python bench/route_query.py [--seconds 5] [--procs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import uvloop
+
+from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.remoting.codec import FrameDecoder, encode
+from pynamesrv.remoting.codes import RequestCode
+from pynamesrv.remoting.command import RemotingCommand
+
+TOPIC = "BenchTopic"
+REQUEST_COMMAND = RemotingCommand(
+    code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, opaque=1, ext_fields={"topic": TOPIC}
+)
+REQUEST = encode(REQUEST_COMMAND)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pin(cpus: str) -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
+def wait_for_port(port: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def split_frames(buf: bytearray) -> int:
+    """Drop the complete frames at the front of ``buf``; return how many there were."""
+    pos, count = 0, 0
+    while len(buf) - pos >= 4:
+        (length,) = struct.unpack_from(">i", buf, pos)
+        if len(buf) - pos - 4 < length:
+            break
+        pos += 4 + length
+        count += 1
+    if pos:
+        del buf[:pos]
+    return count
+
+
+# ---------------------------------------------------------------------- constant server
+
+
+def constant_server(cpus: str, port: int, answer: bytes) -> None:
+    """The ceiling: split frames by their length word, answer each with ``answer``."""
+    pin(cpus)
+
+    class Constant(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            self.buffer = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            count = split_frames(self.buffer)
+            if count:
+                self.transport.write(answer * count)  # type: ignore[attr-defined]
+
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(Constant, "127.0.0.1", port)
+        await server.serve_forever()
+
+    uvloop.run(serve())
+
+
+# ---------------------------------------------------------------------- load generator
+
+
+def load_worker(
+    cpus: str, port: int, conns: int, depth: int, seconds: float, out: mp.Queue
+) -> None:
+    """Keep ``depth`` requests in flight on each of ``conns`` connections for ``seconds``."""
+    pin(cpus)
+    latencies: list[float] = []
+
+    async def run() -> None:
+        stop_at = time.perf_counter() + seconds
+
+        class Load(asyncio.Protocol):
+            def __init__(self, done: asyncio.Future[None]) -> None:
+                self.done = done
+                self.buffer = bytearray()
+                self.sent: list[float] = []  # answers come back in order on one connection
+                self.head = 0
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+                self.sent.extend([time.perf_counter()] * depth)
+                transport.write(REQUEST * depth)  # type: ignore[attr-defined]
+
+            def data_received(self, data: bytes) -> None:
+                self.buffer += data
+                answered = split_frames(self.buffer)
+                now = time.perf_counter()
+                latencies.extend(now - t for t in self.sent[self.head : self.head + answered])
+                self.head += answered
+                if self.head > 4096:
+                    del self.sent[: self.head]
+                    self.head = 0
+                if now < stop_at:
+                    self.sent.extend([now] * answered)
+                    self.transport.write(REQUEST * answered)  # type: ignore[attr-defined]
+                elif self.head == len(self.sent) and not self.done.done():
+                    self.done.set_result(None)
+
+        loop = asyncio.get_running_loop()
+        dones = []
+        for _ in range(conns):
+            done: asyncio.Future[None] = loop.create_future()
+            await loop.create_connection(lambda d=done: Load(d), "127.0.0.1", port)
+            dones.append(done)
+        await asyncio.wait_for(asyncio.gather(*dones), seconds + 10)
+
+    uvloop.run(run())
+    latencies.sort()
+    step = max(1, len(latencies) // 20000)  # a sample of the distribution is enough
+    out.put((len(latencies), latencies[::step]))
+
+
+def run_load(port: int, procs: int, conns: int, depth: int, seconds: float, cpus: str) -> dict:
+    queue: mp.Queue = mp.Queue()
+    workers = [
+        mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue))
+        for _ in range(procs)
+    ]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=seconds + 60) for _ in workers]
+    for worker in workers:
+        worker.join()
+    sample = sorted(v for _, values in results for v in values)
+
+    def pct(p: float) -> float:
+        return sample[min(len(sample) - 1, int(p * len(sample)))] * 1000 if sample else 0.0
+
+    total = sum(count for count, _ in results)
+    return {"rps": total / seconds, "p50": pct(0.50), "p99": pct(0.99), "p999": pct(0.999)}
+
+
+# ---------------------------------------------------------------------- main
+
+
+def register_route(port: int) -> tuple[socket.socket, bytes]:
+    """Register one broker over a plain socket that stays open (closing it would drop the
+    route); return the socket and the server's answer frame to one route query."""
+    broker = BrokerClient(
+        namesrv_addrs=[f"127.0.0.1:{port}"],
+        cluster="BenchCluster",
+        broker_name="bench-broker",
+        broker_id=0,
+        broker_addr="127.0.0.1:10911",
+        topics={TOPIC: TopicConfig(TOPIC, 8, 8, 6)},
+    )
+    sock = socket.create_connection(("127.0.0.1", port))
+    decoder = FrameDecoder()
+    answer = b""
+    for request in (broker.registration_request(), REQUEST_COMMAND):
+        sock.sendall(encode(request))
+        answers: list[RemotingCommand] = []
+        while not answers:
+            answers = decoder.feed(sock.recv(65536))
+        answer = encode(answers[0])
+    return sock, answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--procs", type=int, default=2, help="load processes at 64 in flight")
+    args = parser.parse_args()
+    ncpu = os.cpu_count() or 1
+    server_cpu, load_cpus = "0", ",".join(str(c) for c in range(1, ncpu)) or "0"
+
+    port, const_port = free_port(), free_port()
+    home = Path(tempfile.mkdtemp(prefix="bench-ns-"))
+    config = home / "namesrv.properties"
+    config.write_text(f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\n")
+    server = subprocess.Popen(
+        ["taskset", "-c", server_cpu, sys.executable, "-m", "pynamesrv", "serve", "-c",
+         str(config), "--listen", "127.0.0.1", "--log-level", "WARNING"]
+    )  # fmt: skip
+    const = None
+    try:
+        wait_for_port(port)
+        broker_socket, answer = register_route(port)
+        const = mp.Process(target=constant_server, args=(server_cpu, const_port, answer))
+        const.start()
+        wait_for_port(const_port)
+        print(
+            f"server on CPU {server_cpu}, load on CPU(s) {load_cpus}; "
+            f"answer frame {len(answer)} bytes; {args.seconds:.0f} s per run"
+        )
+        columns = ("req/s", "p50 ms", "p99 ms", "p999 ms")
+        print(f"{'in flight':>9} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
+        for label, procs, conns, depth in (("1", 1, 1, 1), ("64", args.procs, 8, 64 // 8)):
+            per_proc = max(1, conns // procs)
+            rows = {}
+            for name, target in (("pynamesrv", port), ("constant-frame", const_port)):
+                r = rows[name] = run_load(target, procs, per_proc, depth, args.seconds, load_cpus)
+                print(
+                    f"{label:>9} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
+                    f"{r['p99']:>9.3f} {r['p999']:>9.3f}"
+                )
+            ratio = rows["pynamesrv"]["rps"] / rows["constant-frame"]["rps"]
+            print(f"{label:>9} {'pynamesrv/ceiling':<15} {ratio:>9.0%}")
+        broker_socket.close()
+    finally:
+        if const is not None:
+            const.terminate()
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()
