@@ -1,0 +1,110 @@
+"""An acknowledged KV write survives kill -9 at any moment; the file always loads."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli import free_port, wait_for_port
+
+from pynamesrv.namesrv.kvconfig import KvConfigManager
+from pynamesrv.remoting.client import RemotingClient, RemotingError
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
+
+KILLS = 50
+
+
+class Writer:
+    """Puts (and now and then deletes) keys, remembering what was acknowledged and the one
+    request in flight when the server died: that one may or may not have reached the disk."""
+
+    def __init__(self, acked: dict[str, str], start: int) -> None:
+        self.acked = acked
+        self.next = start
+        self.in_flight: tuple[str, str, str | None] | None = None  # (op, key, value)
+
+    async def _send(self, client: RemotingClient, op: str, key: str, value: str | None) -> None:
+        self.in_flight = (op, key, value)
+        code = RequestCode.PUT_KV_CONFIG if op == "put" else RequestCode.DELETE_KV_CONFIG
+        ext = {"namespace": "Durable", "key": key}
+        if value is not None:
+            ext["value"] = value
+        answer = await client.request(RemotingCommand(code=code, ext_fields=ext), timeout=5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        if op == "put":
+            self.acked[key] = value  # type: ignore[assignment]
+        else:
+            self.acked.pop(key, None)
+        self.in_flight = None
+
+    async def run_until_killed(self, port: int) -> None:
+        client = await RemotingClient.connect("127.0.0.1", port)
+        try:
+            while True:
+                i = self.next
+                self.next += 1
+                await self._send(client, "put", f"k{i}", f"v{i}-" + "x" * (i % 50))
+                if i % 7 == 0:  # an acknowledged delete must stay deleted too
+                    await self._send(client, "delete", f"k{i - 3}", None)
+        except RemotingError:
+            return
+        finally:
+            await client.close()
+
+    def check(self, on_disk: dict[str, str]) -> list[str]:
+        """Problems with the file's content given what was acknowledged."""
+        expected = dict(self.acked)
+        maybe: set[str] = set()
+        if self.in_flight is not None:
+            op, key, value = self.in_flight
+            maybe.add(key)
+            if op == "put" and on_disk.get(key) == value:
+                expected[key] = value  # type: ignore[assignment]
+            if op == "delete" and key not in on_disk:
+                expected.pop(key, None)
+        lost = sorted(k for k, v in expected.items() if on_disk.get(k) != v)
+        extra = sorted(set(on_disk) - set(expected) - maybe)
+        return [f"lost {lost[:5]}"] * bool(lost) + [f"unexpected {extra[:5]}"] * bool(extra)
+
+
+async def kill_while_writing(
+    writer: Writer, port: int, server: subprocess.Popen[bytes], delay: float
+) -> None:
+    task = asyncio.create_task(writer.run_until_killed(port))
+    await asyncio.sleep(delay)
+    server.send_signal(signal.SIGKILL)
+    await task
+
+
+def test_acknowledged_kv_writes_survive_sigkill(tmp_path: Path) -> None:
+    kv_path = tmp_path / "kvConfig.json"
+    config = tmp_path / "namesrv.properties"
+    rng = random.Random(20261122)
+    writer = Writer({}, 0)
+    for kill in range(KILLS):
+        port = free_port()
+        config.write_text(f"kvConfigPath={kv_path}\nlistenPort={port}\n")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "pynamesrv", "serve", "-c", str(config), "--listen",
+             "127.0.0.1", "--log-level", "WARNING"],
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            wait_for_port(port, server, 20)
+            delay = rng.uniform(0.0, 0.15)
+
+            asyncio.run(kill_while_writing(writer, port, server, delay))
+        finally:
+            server.kill()
+            server.wait()
+        store = KvConfigManager()
+        store.load(kv_path)  # raises if the file is torn
+        on_disk = store.table.get("Durable", {})
+        assert writer.check(on_disk) == [], f"kill {kill} after {delay:.3f}s"
+        writer.acked, writer.in_flight = dict(on_disk), None  # the next server loads this
+    assert writer.next > 5 * KILLS, "too few writes happened to mean anything"
