@@ -215,9 +215,8 @@ class ConfigRegistry:
             raise ConfigError(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         unknown = sorted(key for key in props if not self.config.knows(key))
         if unknown:
-            raise ConfigError(
-                ResponseCode.NO_PERMISSION, "Can not update unknown config: " + ",".join(unknown)
-            )
+            shown = ",".join(unknown[:5]) + (f" and {len(unknown) - 5} more" * (len(unknown) > 5))
+            raise ConfigError(ResponseCode.NO_PERMISSION, f"Can not update unknown config: {shown}")
         events: list[Event] = []
         for key, value in props.items():
             before = self.config.text(key)

@@ -1,0 +1,129 @@
+"""No request makes the server write anywhere but kvConfigPath and configStorePath.
+
+CVE-2023-33246 / CVE-2023-37582: a 4.9.4 name server lets UPDATE_NAMESRV_CONFIG move its
+config and KV files to any path and then writes there. We refuse every key that names a file,
+keys we do not know, and KV names that look like paths or are huge.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import query_route
+
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
+
+ALLOWED_FILES = {
+    "kvConfig.json",
+    "kvConfig.json.bak",
+    "namesrv.properties",
+    "namesrv.properties.bak",
+}
+
+
+async def ask(ns: NamesrvController, code: int, ext: dict[str, str] | None = None,
+              body: bytes = b"") -> RemotingCommand:  # fmt: skip
+    client = await RemotingClient.connect("127.0.0.1", ns.port)
+    try:
+        return await client.request(
+            RemotingCommand(code=code, ext_fields=ext, body=body), timeout=10
+        )
+    finally:
+        await client.close()
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def evil(tmp_path: Path) -> Path:
+    return tmp_path / "evil"
+
+
+PATH_KEY_UPDATES = [
+    "configStorePath={evil}/namesrv.properties",
+    "kvConfigPath={evil}/kvConfig.json",
+    "rocketmqHome={evil}",
+    "configBlackList=",
+    "kvConfigPath=../../evil.json",
+    "orderMessageEnable=true\nconfigStorePath={evil}/sneaky.properties",
+]
+
+
+@pytest.mark.parametrize("update", PATH_KEY_UPDATES)
+async def test_config_path_updates_are_refused(
+    namesrv: NamesrvController, evil: Path, tmp_path: Path, update: str
+) -> None:
+    cwd_before = set(os.listdir())
+    answer = await ask(
+        namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=update.format(evil=evil).encode()
+    )
+    assert (answer.code, answer.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "Can not update config in black list.",
+    )
+    assert namesrv.config.order_message_enable is False  # nothing of the request applied
+    assert namesrv.config.kv_config_path == str(tmp_path / "ns0" / "kvConfig.json")
+    assert not evil.exists()
+    assert set(os.listdir()) == cwd_before
+    assert (await query_route(namesrv.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_unknown_config_key_is_refused(namesrv: NamesrvController) -> None:
+    answer = await ask(namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"noSuchKey=1\n")
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert "noSuchKey" in (answer.remark or "")
+
+
+async def test_runtime_config_update_is_applied_and_persisted(
+    namesrv: NamesrvController,
+) -> None:
+    answer = await ask(
+        namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n"
+    )
+    assert answer.code == ResponseCode.SUCCESS
+    assert namesrv.config.order_message_enable is True
+    stored = Path(namesrv.config.config_store_path).read_text()
+    assert "orderMessageEnable=true\n" in stored
+    shown = await ask(namesrv, RequestCode.GET_NAMESRV_CONFIG)
+    assert b"orderMessageEnable=true\n" in shown.body
+
+
+BAD_KV_REQUESTS = {
+    "namespace with a path": {"namespace": "../../etc", "key": "k", "value": "v"},
+    "key with a slash": {"namespace": "ns", "key": "a/b", "value": "v"},
+    "key with a backslash": {"namespace": "ns", "key": "a\\b", "value": "v"},
+    "key with NUL": {"namespace": "ns", "key": "a\x00b", "value": "v"},
+    "namespace of a megabyte": {"namespace": "n" * 1_000_000, "key": "k", "value": "v"},
+    "value of four megabytes": {"namespace": "ns", "key": "k", "value": "v" * 4_000_000},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_KV_REQUESTS))
+async def test_hostile_kv_requests_get_errors_and_touch_nothing(
+    namesrv: NamesrvController, tmp_path: Path, case: str
+) -> None:
+    answer = await ask(namesrv, RequestCode.PUT_KV_CONFIG, BAD_KV_REQUESTS[case])
+    assert answer.code == ResponseCode.SYSTEM_ERROR, case
+    assert answer.remark and answer.remark.startswith("illegal ")
+    assert namesrv.kv.table == {}
+    assert files_under(tmp_path) <= {f"ns0/{name}" for name in ALLOWED_FILES}
+    ok = await ask(
+        namesrv, RequestCode.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}
+    )
+    assert ok.code == ResponseCode.SUCCESS
+    assert files_under(tmp_path) == {"ns0/kvConfig.json"}
+
+
+async def test_megabytes_of_config_text_are_refused(namesrv: NamesrvController) -> None:
+    body = b"".join(b"key%d=%s\n" % (i, b"x" * 1000) for i in range(3000))
+    answer = await ask(namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert answer.remark is not None and answer.remark.endswith("and 2995 more")
+    assert (await query_route(namesrv.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
