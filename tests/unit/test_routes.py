@@ -284,3 +284,22 @@ def test_register_topic_accepts_only_known_brokers(routes: RouteInfoManager) -> 
     assert route(routes, "New") is None
     routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)])
     assert route(routes, "New")["queueDatas"][0]["readQueueNums"] == 2
+
+
+def test_filter_servers_appear_in_routes_of_their_broker(routes: RouteInfoManager) -> None:
+    master = Broker(routes, topics={"T": topic("T")})
+    body = RegisterBrokerBody(master.version, list(master.topics.values()), ["10.0.0.5:30000"])
+    routes.register_broker(
+        cluster=CLUSTER,
+        broker_addr=master.addr,
+        broker_name=master.name,
+        broker_id=0,
+        ha_server_addr=None,
+        body_digest=1,
+        load_body=lambda: body,
+        channel=master.channel,
+        now_ms=0,
+    )
+    assert route(routes, "T")["filterServerTable"] == {master.addr: ["10.0.0.5:30000"]}
+    master.register()  # an empty filter-server list deletes the entry
+    assert route(routes, "T")["filterServerTable"] == {}
