@@ -14,7 +14,6 @@ RFC JSON plus bare integer object keys, which 5.x brokers send inside static-top
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -22,9 +21,10 @@ import orjson
 
 # A string literal (skipped as a whole) or a bare integer key after '{' or ','.
 _BARE_KEY = re.compile(rb'"(?:[^"\\]|\\.)*"|([{,])\s*(-?\d+)\s*:', re.DOTALL)
-_LOWER_U_ESCAPE = re.compile(r"\\u([0-9a-f]{4})")
-_LEGACY_EXTRA = {"\x7f": "\\u007F", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_LEGACY_EXTRA_RE = re.compile("[\x7f\u2028\u2029]")
+_SHORT_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Characters each dialect writes as an escape (besides the quote and the backslash).
+_LEGACY_ESCAPED = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
+_STANDARD_ESCAPED = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
@@ -45,30 +45,28 @@ def _quote_key(match: re.Match[bytes]) -> bytes:
     return match.group(1) + b'"' + match.group(2) + b'":'
 
 
-def _upper_hex(text: str) -> str:
-    return _LOWER_U_ESCAPE.sub(lambda m: "\\u" + m.group(1).upper(), text)
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    if code > 0xFFFF:  # a UTF-16 surrogate pair, as Java strings hold it
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}"
+    return f"\\u{code:04X}"
 
 
 def legacy_str(value: str) -> str:
-    """A string literal as fastjson's default serializer writes it."""
-    out = orjson.dumps(value).decode()
-    if "\\u" in out:
-        out = _upper_hex(out)
-    if _LEGACY_EXTRA_RE.search(out):
-        out = _LEGACY_EXTRA_RE.sub(lambda m: _LEGACY_EXTRA[m.group(0)], out)
-    return out
+    """A string literal as fastjson's default serializer writes it (non-ASCII raw)."""
+    out = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + _LEGACY_ESCAPED.sub(_escape, out) + '"'
 
 
 def standard_str(value: str) -> str:
     """A string literal in the browser-compatible form: ASCII only, ``/`` escaped."""
-    out = json.dumps(value, ensure_ascii=True)
-    if "\\u" in out:
-        out = _upper_hex(out)
-    if "/" in out:
-        out = out.replace("/", "\\/")
-    if "\x7f" in out:
-        out = out.replace("\x7f", "\\u007F")
-    return out
+    out = value.replace("\\", "\\\\").replace('"', '\\"').replace("/", "\\/")
+    return '"' + _STANDARD_ESCAPED.sub(_escape, out) + '"'
 
 
 def _scalar(value: Any) -> str:
