@@ -32,6 +32,7 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
             kv_config_path=str(home / "kvConfig.json"),
             config_store_path=str(home / "namesrv.properties"),
         )
+        overrides = {"httpPort": 0, "journalEnable": False, **overrides}
         for key, value in overrides.items():
             assert config.set(key, str(value).lower() if isinstance(value, bool) else str(value))
         controller = NamesrvController(config, host="127.0.0.1")

@@ -39,7 +39,7 @@ JAVA_494_KEYS: Final = frozenset(
 # Keys that name files or directories: never changeable over the wire (CVE-2023-33246 /
 # CVE-2023-37582 class). configBlackList entries are added at run time, as in 5.2.0+.
 ALWAYS_BLACKLISTED: Final = frozenset(
-    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
+    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
 )
 
 
@@ -84,6 +84,15 @@ class NamesrvConfig:
     use_epoll_native_selector: bool = False
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     frame_max_length: int = 16 * 1024 * 1024
+    # pynamesrv's own: observability (no Java counterpart)
+    http_port: int = 9880  # /metrics, /healthz, /rocketmq/nsaddr, /api, status page; 0 = off
+    ns_addr_list: str = ""  # what /rocketmq/nsaddr serves ("host:port;host:port"); "" = us
+    instance_name: str = ""  # the journal's `ns`; "" = host:port of this server
+    journal_enable: bool = True
+    journal_dir: str = ""  # "" = <rocketmqHome>/journal
+    journal_flush_interval_ms: int = 1000
+    journal_snapshot_interval_ms: int = 600_000
+    route_queries_window_ms: int = 60_000
 
     # ---------------------------------------------------------------- key mapping
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from time import perf_counter
 from typing import Final
 
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
@@ -22,6 +23,7 @@ from pynamesrv.namesrv.filestore import atomic_write
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer
 
@@ -49,6 +51,7 @@ class NamesrvController:
         self.host = host if host is not None else self.config.bind_address
         self.routes = RouteInfoManager()
         self.kv = KvConfigManager()
+        self.stats = NamesrvStats()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="namesrv-persist")
         self.processor = DefaultRequestProcessor(
             self.routes,
@@ -57,6 +60,7 @@ class NamesrvController:
             on_events=self.on_events,
             persist_kv=self._persist_kv,
             persist_config=self._persist_config,
+            stats=self.stats,
             clock_ms=now_ms,
         )
         self.server = RemotingServer(
@@ -68,7 +72,7 @@ class NamesrvController:
         )
         self.port = 0
         self._timers: list[asyncio.Task[None]] = []
-        self._listeners: list[Callable[[list[Event]], None]] = []
+        self._listeners: list[Callable[[list[Event]], None]] = [self.stats.on_events]
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Be told of every state change (the journal and the tests listen here)."""
@@ -111,7 +115,10 @@ class NamesrvController:
     # ------------------------------------------------------------------ requests
 
     def _handle(self, request: RemotingCommand, conn: Connection) -> Answer:
-        return self.processor.process(request, conn)
+        start = perf_counter()
+        answer = self.processor.process(request, conn)
+        self.stats.observe_request(request.code, perf_counter() - start)
+        return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
         self.on_events(self.routes.on_channel_closed(conn, reason))

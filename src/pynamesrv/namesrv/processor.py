@@ -20,6 +20,7 @@ from pynamesrv.namesrv.events import Event
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
 from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterBrokerBody
 from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codec import encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
@@ -96,6 +97,7 @@ class DefaultRequestProcessor:
         on_events: Callable[[list[Event]], None],
         persist_kv: Callable[[bytes], Awaitable[None]],
         persist_config: Callable[[], Awaitable[None]],
+        stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.routes = routes
@@ -106,8 +108,7 @@ class DefaultRequestProcessor:
         self.persist_config = persist_config
         self.clock_ms = clock_ms
         self.started_ms = clock_ms()
-        self.route_hits = 0
-        self.route_misses = 0
+        self.stats = stats
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -290,14 +291,16 @@ class DefaultRequestProcessor:
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
         body = self.routes.route_body(topic, standard, order_conf)
         if body is None:
-            self.route_misses += 1
+            self.stats.route_query_misses += 1
+            self.stats.route_misses_by_topic[_java(topic)] += 1
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {_java(topic)}\n"
                 f"See {FAQ_URL} for further details.",
             )
-        self.route_hits += 1
+        self.stats.route_query_hits += 1
+        self.stats.route_hits_by_topic[topic] += 1
         if request.serialize_type == SerializeType.JSON:
             return _RouteAnswerTemplate.frame(request.opaque, body)
         return self._ok(request, body)
