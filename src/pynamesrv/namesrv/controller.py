@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from time import perf_counter
 from typing import Final
 
+from pynamesrv import __version__
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
 from pynamesrv.namesrv.filestore import atomic_write
+from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.routes import RouteInfoManager
@@ -71,6 +75,9 @@ class NamesrvController:
             backlog=self.config.server_socket_backlog,
         )
         self.port = 0
+        self.journal: Journal | None = None
+        self._window_start_ms = 0
+        self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[list[Event]], None]] = [self.stats.on_events]
 
@@ -79,6 +86,14 @@ class NamesrvController:
         self._listeners.append(listener)
 
     # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def instance(self) -> str:
+        """This server's name in the journal: instanceName, else host:port."""
+        if self.config.instance_name:
+            return self.config.instance_name
+        host = self.host if self.host not in ("", "0.0.0.0", "::") else socket.gethostname()
+        return f"{host}:{self.port}"
 
     async def start(self) -> None:
         self.kv.load(Path(self.config.kv_config_path))
@@ -91,12 +106,79 @@ class NamesrvController:
             ),
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
         ]
+        if self.config.journal_enable:
+            await self._start_journal()
+
+    async def _start_journal(self) -> None:
+        root = Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")
+        self.journal = Journal(
+            root,
+            self.instance,
+            flush_interval_s=self.config.journal_flush_interval_ms / 1000,
+            clock_ms=now_ms,
+        )
+        await self.journal.start()
+        self.stats.count_topics = True
+        self.add_listener(self.journal.on_events)
+        self.journal.record(
+            "server_started", version=__version__, config=self.registry.all_properties()
+        )
+        self.record_snapshot()
+        snapshot_s = self.config.journal_snapshot_interval_ms / 1000
+        self._window_start_ms = now_ms()
+        self._timers += [
+            asyncio.create_task(self._every(snapshot_s, snapshot_s, self.record_snapshot)),
+            asyncio.create_task(self._route_query_windows()),
+        ]
+        log.info("journal: %s", self.journal.directory)
+
+    def record_snapshot(self) -> None:
+        if self.journal is not None:
+            self.journal.record("snapshot", **self.routes.snapshot())
+
+    async def _route_query_windows(self) -> None:
+        """One ``route_queries`` line at the end of each window, aligned to the clock."""
+        window = self.config.route_queries_window_ms
+        while True:
+            now = now_ms()
+            end = (now // window + 1) * window
+            await asyncio.sleep((end - now) / 1000)
+            self.record_route_queries(end)
+
+    def record_route_queries(self, end_ms: int) -> None:
+        """Write the counts of [window start, end_ms) and start a new window."""
+        if self.journal is None:
+            return
+        stats = self.stats
+        counts, misses = stats.route_hits_by_topic, stats.route_misses_by_topic
+        stats.route_hits_by_topic, stats.route_misses_by_topic = Counter(), Counter()
+        self.journal.record(
+            "route_queries",
+            ts=end_ms,
+            window_ms=end_ms - self._window_start_ms,
+            counts=dict(counts),
+            misses=dict(misses),
+        )
+        self._window_start_ms = end_ms
 
     async def stop(self) -> None:
+        """Stop serving; calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         for timer in self._timers:
             timer.cancel()
         await asyncio.gather(*self._timers, return_exceptions=True)
         self._timers = []
+        if self.journal is not None:
+            # Closing the connections below is our doing, not the brokers' failure: the
+            # journal ends with the state as it was, and sessions end at server_stopped.
+            self.record_route_queries(now_ms())
+            self.record_snapshot()
+            self.journal.record("server_stopped", version=__version__, config={})
+            self._listeners.remove(self.journal.on_events)
+            await self.journal.stop()
+            self.journal = None
         await self.server.stop()
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)
         self._writer.shutdown(wait=True)

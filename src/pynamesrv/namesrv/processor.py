@@ -292,7 +292,8 @@ class DefaultRequestProcessor:
         body = self.routes.route_body(topic, standard, order_conf)
         if body is None:
             self.stats.route_query_misses += 1
-            self.stats.route_misses_by_topic[_java(topic)] += 1
+            if self.stats.count_topics:
+                self.stats.route_misses_by_topic[_java(topic)] += 1
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -300,7 +301,8 @@ class DefaultRequestProcessor:
                 f"See {FAQ_URL} for further details.",
             )
         self.stats.route_query_hits += 1
-        self.stats.route_hits_by_topic[topic] += 1
+        if self.stats.count_topics:
+            self.stats.route_hits_by_topic[topic] += 1
         if request.serialize_type == SerializeType.JSON:
             return _RouteAnswerTemplate.frame(request.opaque, body)
         return self._ok(request, body)

@@ -50,7 +50,9 @@ class NamesrvStats:
         self.requests: dict[int, RequestHistogram] = {}
         self.route_query_hits = 0
         self.route_query_misses = 0
-        # Per topic, since the journal's last `route_queries` line (it swaps these out).
+        # Per topic, since the journal's last `route_queries` line (it swaps these out);
+        # counted only while a journal wants them.
+        self.count_topics = False
         self.route_hits_by_topic: Counter[str] = Counter()
         self.route_misses_by_topic: Counter[str] = Counter()
         self.registrations = 0  # registrations that changed something (incl. first ones)

@@ -1,0 +1,117 @@
+"""``pynamesrv journal tail``: the journal for people, one readable line per event."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from pynamesrv.namesrv.journal import journal_files, read_records
+
+_STYLES = {
+    "broker_registered": "green",
+    "broker_removed": "red",
+    "topic_removed": "red",
+    "perm_changed": "yellow",
+    "kv_changed": "cyan",
+    "config_changed": "cyan",
+    "server_started": "bold",
+    "server_stopped": "bold",
+}
+
+
+def describe(record: dict[str, Any]) -> str:
+    """The interesting fields of one event, briefly."""
+    kind = record.get("type")
+    broker = f"{record.get('broker_name')}#{record.get('broker_id')} {record.get('broker_addr')}"
+    if kind == "broker_registered":
+        first = "first " if record.get("first") else ""
+        return (
+            f"{first}{record.get('cluster')}/{broker} topics={record.get('topic_count')} "
+            f"+{len(record.get('topics_added') or [])} ~{len(record.get('topics_changed') or [])}"
+        )
+    if kind == "broker_heartbeat":
+        return f"{record.get('cluster')}/{broker}"
+    if kind == "broker_removed":
+        return f"{record.get('cluster')}/{broker} reason={record.get('reason')}"
+    if kind == "topic_removed":
+        return f"{record.get('topic')} reason={record.get('reason')}"
+    if kind == "perm_changed":
+        return f"{record.get('broker_name')} {record.get('op')} topics={record.get('topic_count')}"
+    if kind == "kv_changed":
+        return f"{record.get('op')} {record.get('namespace')}/{record.get('key')}"
+    if kind == "config_changed":
+        return f"{record.get('key')}={record.get('value')}"
+    if kind == "route_queries":
+        counts, misses = record.get("counts") or {}, record.get("misses") or {}
+        return f"{sum(counts.values())} hits on {len(counts)} topics, {sum(misses.values())} misses"
+    if kind == "snapshot":
+        return (
+            f"{len(record.get('brokers') or [])} brokers, {len(record.get('topics') or {})} topics"
+        )
+    if kind in ("server_started", "server_stopped"):
+        return f"version {record.get('version')}"
+    return ""
+
+
+def render(record: dict[str, Any]) -> Text:
+    ts = record.get("ts")
+    when = (
+        datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        if isinstance(ts, int)
+        else "?"
+    )
+    kind = str(record.get("type"))
+    line = Text(f"{when} {record.get('ns')} ")
+    line.append(f"{kind:<17}", style=_STYLES.get(kind, "dim"))
+    line.append(" " + describe(record))
+    return line
+
+
+@click.group()
+def journal() -> None:
+    """Read the route-change journal."""
+
+
+@journal.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("-n", "--lines", default=20, show_default=True, help="How many events to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events as they come.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON lines.")
+def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
+    """Print the last events under PATH (a journal root, an instance directory or a file)."""
+    console = Console(highlight=False)
+
+    def show(record: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(orjson.dumps(record).decode())
+        else:
+            console.print(render(record))
+
+    seen = {file: file.stat().st_size for file in journal_files(path)}
+    for record in deque(read_records(journal_files(path)), maxlen=lines):
+        show(record)
+    while follow:
+        time.sleep(0.5)
+        for file in journal_files(path):
+            offset = seen.get(file, 0)
+            size = file.stat().st_size
+            if size <= offset:
+                continue
+            with file.open("rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read(size - offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+            seen[file] = offset + len(complete)
+            for raw in complete.splitlines():
+                try:
+                    show(orjson.loads(raw))
+                except ValueError:
+                    continue

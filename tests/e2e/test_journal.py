@@ -1,0 +1,169 @@
+"""The journal records exactly what happened, in order, with the contract's fields."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+from helpers import query_route, wait_until_unrouted
+
+from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.namesrv.journal import journal_files, read_records
+from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
+
+INSTANCE = "127.0.0.1:19876"
+ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
+
+
+def broker(port: int, name: str, addr: str, **kwargs: object) -> BrokerClient:
+    return BrokerClient(
+        namesrv_addrs=[f"127.0.0.1:{port}"],
+        cluster="JournalCluster",
+        broker_name=name,
+        broker_id=0,
+        broker_addr=addr,
+        ha_server_addr="127.0.0.1:1",
+        topics={f"{name}-T": TopicConfig(f"{name}-T", 2, 2, 6)},
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def essentials(record: dict) -> tuple:
+    """What identifies an event in the expected sequence."""
+    kind = record["type"]
+    if kind == "broker_registered":
+        return (kind, record["broker_name"], record["first"], tuple(record["topics_added"]),
+                tuple(record["topics_changed"]), record["topic_count"])  # fmt: skip
+    if kind in ("broker_heartbeat",):
+        return (kind, record["broker_name"])
+    if kind == "broker_removed":
+        return (kind, record["broker_name"], record["reason"])
+    if kind == "topic_removed":
+        return (kind, record["topic"], record["reason"])
+    if kind == "kv_changed":
+        return (kind, record["namespace"], record["key"], record["op"])
+    if kind == "config_changed":
+        return (kind, record["key"], record["value"])
+    return (kind,)
+
+
+async def test_scripted_sequence_produces_exactly_the_expected_journal(
+    start_namesrv, tmp_path: Path
+) -> None:
+    root = tmp_path / "journal"
+    ns = await start_namesrv(
+        journalEnable=True,
+        journalDir=root,
+        instanceName=INSTANCE,
+        scanNotActiveBrokerInterval=100,
+        journalFlushIntervalMs=100,
+    )
+    port = ns.port
+    a = broker(port, "a", "127.0.0.1:10911")
+    await a.start()  # first registration
+    await a.register_all()  # nothing changed: a heartbeat
+    a.update_topics(TopicConfig("a-U", 4, 4, 6))
+    await a.register_all()  # a topic added
+    for _ in range(3):
+        assert (await query_route(port, "a-T")).code == ResponseCode.SUCCESS
+    assert (await query_route(port, "nope")).code == ResponseCode.TOPIC_NOT_EXIST
+    await a.stop()  # graceful: unregister
+
+    b = broker(port, "b", "127.0.0.1:10921", heartbeat_timeout_ms=300)
+    await b.start()
+    await b.die_silently()
+    await wait_until_unrouted(port, "b-T", timeout_s=3)  # expired
+    await b.stop(unregister=False)
+
+    c = broker(port, "c", "127.0.0.1:10931")
+    await c.start()
+    await c.die_silently()
+    await c.close_connections()
+    await wait_until_unrouted(port, "c-T", timeout_s=3)  # connection closed
+
+    client = await RemotingClient.connect("127.0.0.1", port)
+    for code, ext, body in (
+        (RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": "k", "value": "v"}, b""),
+        (RequestCode.DELETE_KV_CONFIG, {"namespace": "NS", "key": "k"}, b""),
+        (RequestCode.UPDATE_NAMESRV_CONFIG, None, b"orderMessageEnable=true\n"),
+    ):
+        answer = await client.request(RemotingCommand(code=code, ext_fields=ext, body=body))
+        assert answer.code == ResponseCode.SUCCESS
+    await client.close()
+    await asyncio.sleep(0.3)
+    mid_run = list(read_records(journal_files(root)))  # flushed within the interval
+    assert mid_run and mid_run[-1]["type"] == "config_changed"
+    await ns.stop()
+
+    files = journal_files(root)
+    assert [f.parent.name for f in files] == ["127.0.0.1_19876"] * len(files)
+    records = list(read_records(files))
+    assert {r["ns"] for r in records} == {INSTANCE}
+    assert all(isinstance(r["ts"], int) for r in records)
+    assert [r["ts"] for r in records if r["type"] != "route_queries"] == sorted(
+        r["ts"] for r in records if r["type"] != "route_queries"
+    )
+    sequence = [essentials(r) for r in records if r["type"] != "route_queries"]
+    assert sequence == [
+        ("server_started",),
+        ("snapshot",),
+        ("broker_registered", "a", True, ("a-T",), (), 1),
+        ("broker_heartbeat", "a"),
+        ("broker_registered", "a", False, ("a-U",), (), 2),
+        ("broker_removed", "a", "unregister"),
+        ("topic_removed", "a-T", "no_broker"),
+        ("topic_removed", "a-U", "no_broker"),
+        ("broker_registered", "b", True, ("b-T",), (), 1),
+        ("broker_removed", "b", "expired"),
+        ("topic_removed", "b-T", "no_broker"),
+        ("broker_registered", "c", True, ("c-T",), (), 1),
+        ("broker_removed", "c", "channel_closed"),
+        ("topic_removed", "c-T", "no_broker"),
+        ("kv_changed", "NS", "k", "put"),
+        ("kv_changed", "NS", "k", "delete"),
+        ("config_changed", "orderMessageEnable", "true"),
+        ("snapshot",),
+        ("server_stopped",),
+    ]
+    by_type = {r["type"]: r for r in records}
+    registered = by_type["broker_registered"]
+    assert registered["cluster"] == "JournalCluster" and registered["ha_addr"] == "127.0.0.1:1"
+    assert set(registered["data_version"]) == {"counter", "timestamp"}
+    removed = [r for r in records if r["type"] == "broker_removed"]
+    assert all(r["last_heartbeat_ts"] <= r["ts"] for r in removed)
+    expired = next(r for r in removed if r["reason"] == "expired")
+    assert 300 <= expired["ts"] - expired["last_heartbeat_ts"] < 1500
+    started = records[0]
+    assert started["config"]["journalDir"] == str(root) and "version" in started
+    windows = [r for r in records if r["type"] == "route_queries"]
+    assert windows and all(w["window_ms"] > 0 for w in windows)
+    assert sum(w["counts"].get("a-T", 0) for w in windows) == 3
+    assert sum(w["misses"].get("nope", 0) for w in windows) == 1
+    first_snapshot = records[1]
+    assert first_snapshot["brokers"] == [] and first_snapshot["topics"] == {}
+
+
+def test_torn_last_line_is_skipped_by_readers(tmp_path: Path) -> None:
+    instance = tmp_path / "journal" / "h_1"
+    instance.mkdir(parents=True)
+    good = [
+        {"ts": 1, "ns": "h:1", "type": "server_started", "version": "x", "config": {}},
+        {"ts": 2, "ns": "h:1", "type": "topic_removed", "topic": "T", "reason": "deleted"},
+    ]
+    data = b"".join(orjson.dumps(r) + b"\n" for r in good)
+    (instance / "events-20261122-10.jsonl").write_bytes(data + b'{"ts":3,"ns":"h:1","ty')
+    assert list(read_records(journal_files(tmp_path / "journal"))) == good
+    out = subprocess.run(
+        [ENTRY_POINT, "journal", "tail", str(tmp_path / "journal")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    assert "server_started" in out and "T reason=deleted" in out
+    assert out.count("\n") == 2
