@@ -105,10 +105,23 @@ def constant_server(cpus: str, port: int, answer: bytes) -> None:
 
 
 def load_worker(
-    cpus: str, port: int, conns: int, depth: int, seconds: float, out: mp.Queue
+    cpus: str,
+    port: int,
+    conns: int,
+    depth: int,
+    seconds: float,
+    out: mp.Queue,
+    frames: tuple[bytes, ...] = (REQUEST,),
 ) -> None:
-    """Keep ``depth`` requests in flight on each of ``conns`` connections for ``seconds``."""
+    """Keep ``depth`` requests in flight on each of ``conns`` connections for ``seconds``,
+    sending ``frames`` in turn (one frame: the same request over and over)."""
     pin(cpus)
+
+    def batch(start: int, count: int) -> bytes:
+        if len(frames) == 1:
+            return frames[0] * count
+        return b"".join(frames[(start + i) % len(frames)] for i in range(count))
+
     latencies: list[float] = []
 
     async def run() -> None:
@@ -124,7 +137,8 @@ def load_worker(
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
                 self.transport = transport
                 self.sent.extend([time.perf_counter()] * depth)
-                transport.write(REQUEST * depth)  # type: ignore[attr-defined]
+                self.total = depth
+                transport.write(batch(0, depth))  # type: ignore[attr-defined]
 
             def data_received(self, data: bytes) -> None:
                 self.buffer += data
@@ -137,7 +151,8 @@ def load_worker(
                     self.head = 0
                 if now < stop_at:
                     self.sent.extend([now] * answered)
-                    self.transport.write(REQUEST * answered)  # type: ignore[attr-defined]
+                    self.transport.write(batch(self.total, answered))  # type: ignore[attr-defined]
+                    self.total += answered
                 elif self.head == len(self.sent) and not self.done.done():
                     self.done.set_result(None)
 
@@ -155,10 +170,19 @@ def load_worker(
     out.put((len(latencies), latencies[::step]))
 
 
-def run_load(port: int, procs: int, conns: int, depth: int, seconds: float, cpus: str) -> dict:
+def run_load(
+    port: int,
+    procs: int,
+    conns: int,
+    depth: int,
+    seconds: float,
+    cpus: str,
+    frames: tuple[bytes, ...] = (REQUEST,),
+) -> dict:
+    """Run the load and return req/s and latency percentiles (ms)."""
     queue: mp.Queue = mp.Queue()
     workers = [
-        mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue))
+        mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue, frames))
         for _ in range(procs)
     ]
     for worker in workers:

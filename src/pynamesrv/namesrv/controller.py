@@ -270,5 +270,5 @@ class NamesrvController:
                 )
             elif isinstance(event, TopicRemoved):
                 log.info("topic %s removed: %s", event.topic, event.reason)
-            else:
+            elif log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", event.to_record())

@@ -6,7 +6,7 @@ them to the log and the journal. Field names are the journal's contract: add, ne
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
@@ -15,9 +15,11 @@ class Event:
     TYPE: ClassVar[str] = "event"
 
     def to_record(self) -> dict[str, Any]:
-        """The journal line's payload, without ``ts``/``ns``."""
+        """The journal line's payload, without ``ts``/``ns``. Shallow: lists are shared, the
+        caller serializes at once (``dataclasses.asdict`` deep-copies and is 10x slower)."""
         record: dict[str, Any] = {"type": self.TYPE}
-        record.update(asdict(self))
+        for name in self.__dataclass_fields__:
+            record[name] = getattr(self, name)
         return record
 
 

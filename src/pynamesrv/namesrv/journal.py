@@ -34,6 +34,9 @@ def instance_dir_name(instance: str) -> str:
     return instance.replace(":", "_")
 
 
+HOUR_MS = 3_600_000
+
+
 def hour_file_name(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("events-%Y%m%d-%H.jsonl")
 
@@ -112,10 +115,15 @@ class Journal:
 
     def _write(self, batch: list[tuple[int, bytes]]) -> None:
         """Worker thread: append lines to their hour files, one write per file per batch."""
-        by_file: dict[str, list[bytes]] = {}
+        by_hour: dict[int, list[bytes]] = {}
         for ts, line in batch:
-            by_file.setdefault(hour_file_name(ts), []).append(line)
-        for name, lines in by_file.items():
+            hour = ts // HOUR_MS
+            lines = by_hour.get(hour)
+            if lines is None:
+                lines = by_hour[hour] = []
+            lines.append(line)
+        for hour, lines in by_hour.items():
+            name = hour_file_name(hour * HOUR_MS)
             fd = self._files.get(name)
             if fd is None:
                 self._close_old_files(keep=name)
