@@ -37,6 +37,8 @@ class BrokerRegistered(Event):
     topics_removed: list[str] = field(default_factory=list)
     topics_changed: list[str] = field(default_factory=list)
     topic_count: int = 0
+    # Queue data of the added and changed topics, so a reader can rebuild routes (routes-at).
+    topic_configs: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -60,6 +60,7 @@ class Journal:
         self._files: dict[str, int] = {}  # hour file name -> open descriptor (worker only)
         self._flusher: asyncio.Task[None] | None = None
         self.lines_written = 0
+        self._seq = 0  # orders lines of equal ts; restarts with the process (readers: ns, ts, seq)
 
     # ------------------------------------------------------------------ recording
 
@@ -67,7 +68,11 @@ class Journal:
         """Append one line ``{ts, ns, type, **fields}`` (buffered); ``ts`` defaults to now."""
         if ts is None:
             ts = self.clock_ms()
-        line = orjson.dumps({"ts": ts, "ns": self.instance, "type": type_, **fields}) + b"\n"
+        self._seq += 1
+        line = (
+            orjson.dumps({"ts": ts, "ns": self.instance, "seq": self._seq, "type": type_, **fields})
+            + b"\n"
+        )
         if self._oldest_pending_ms is None:
             self._oldest_pending_ms = ts
         self._pending.append((ts, line))

@@ -141,6 +141,7 @@ class RouteInfoManager:
 
         added: list[str] = []
         changed: list[str] = []
+        configs: dict[str, dict[str, int]] = {}
         broker_topics = self._topics_by_broker.setdefault(broker_name, set())
         if is_master and body is not None:
             version_changed = live is None or live.data_version != data_version
@@ -163,6 +164,11 @@ class RouteInfoManager:
                     queues = self.topic_queue_table[topic] = {}
                 queues[broker_name] = queue_data
                 (added if present is None else changed).append(topic)
+                configs[topic] = {
+                    "read": config.read_queue_nums,
+                    "write": config.write_queue_nums,
+                    "perm": config.perm,
+                }
                 broker_topics.add(topic)
                 touched.add(topic)
             self._pruned_brokers.discard(broker_name)
@@ -214,6 +220,7 @@ class RouteInfoManager:
                     topics_added=added,
                     topics_changed=changed,
                     topic_count=len(broker_topics),
+                    topic_configs=configs,
                 )
             )
         else:
