@@ -130,8 +130,7 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
         ("snapshot",),
         ("server_stopped",),
     ]
-    by_type = {r["type"]: r for r in records}
-    registered = by_type["broker_registered"]
+    registered = next(r for r in records if r["type"] == "broker_registered")
     assert registered["cluster"] == "JournalCluster" and registered["ha_addr"] == "127.0.0.1:1"
     assert set(registered["data_version"]) == {"counter", "timestamp"}
     assert registered["topic_configs"] == {"a-T": {"read": 2, "write": 2, "perm": 6}}
