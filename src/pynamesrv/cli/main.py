@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pynamesrv.cli.admin import admin
 from pynamesrv.cli.journal import journal
 from pynamesrv.cli.serve import serve
 
@@ -16,6 +17,4 @@ def cli() -> None:
 
 cli.add_command(serve)
 cli.add_command(journal)
-from pynamesrv.cli.admin import admin  # noqa: E402  TEMP-ADMIN
-
-cli.add_command(admin)  # TEMP-ADMIN
+cli.add_command(admin)

@@ -98,6 +98,7 @@ class NamesrvController:
     async def start(self) -> None:
         self.kv.load(Path(self.config.kv_config_path))
         host, self.port = await self.server.start(self.host, self.config.listen_port)
+        self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         interval_s = self.config.scan_not_active_broker_interval / 1000
         self._timers = [
