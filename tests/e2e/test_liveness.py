@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from helpers import query_route, wait_until_unrouted
 
@@ -122,3 +123,32 @@ async def test_broker_registers_with_every_name_server(start_namesrv) -> None:
     await broker.stop()
     for server in servers:
         assert (await query_route(server.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_expired_broker_leaves_within_a_second_of_its_deadline(
+    namesrv: NamesrvController,
+) -> None:
+    """The default 10 s scan period is only an upper bound: the deadline heap wakes us."""
+    others = [
+        BrokerClient(
+            namesrv_addrs=[f"127.0.0.1:{namesrv.port}"],
+            cluster="DefaultCluster",
+            broker_name=f"other-{i}",
+            broker_id=0,
+            broker_addr=f"127.0.0.2:{20000 + i}",
+            topics={f"Other{i}": TopicConfig(f"Other{i}", 4, 4, 6)},
+        )
+        for i in range(100)
+    ]
+    await asyncio.gather(*(b.register_all() for b in others))
+    victim = make_broker(namesrv, heartbeat_timeout_ms=6_000)
+    await victim.start()
+    await victim.die_silently()
+    deadline = namesrv.routes.broker_live_table[("DefaultCluster", victim.broker_addr)]
+    deadline_ms = deadline.last_update_ms + deadline.timeout_ms
+    await wait_until_unrouted(namesrv.port, "LiveTopic", timeout_s=10)
+    late_ms = time.time_ns() // 1_000_000 - deadline_ms
+    assert late_ms <= 1_100, f"removed {late_ms} ms after its deadline"
+    assert len(namesrv.routes.broker_live_table) == 100
+    await victim.stop(unregister=False)
+    await asyncio.gather(*(b.stop() for b in others))

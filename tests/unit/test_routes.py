@@ -303,3 +303,21 @@ def test_filter_servers_appear_in_routes_of_their_broker(routes: RouteInfoManage
     assert route(routes, "T")["filterServerTable"] == {master.addr: ["10.0.0.5:30000"]}
     master.register()  # an empty filter-server list deletes the entry
     assert route(routes, "T")["filterServerTable"] == {}
+
+
+def test_heartbeats_postpone_expiry_through_the_deadline_heap(routes: RouteInfoManager) -> None:
+    brokers = [
+        Broker(routes, name=f"b{i}", addr=f"10.0.0.{i}:10911", topics={f"T{i}": topic(f"T{i}")})
+        for i in range(50)
+    ]
+    for broker in brokers:
+        broker.register(now_ms=0, timeout_ms=1_000)
+    for broker in brokers[1:]:
+        broker.register(now_ms=900, timeout_ms=1_000)  # all but b0 heartbeat in time
+    events, _ = routes.expire(1_001)
+    assert [e.broker_name for e in events if isinstance(e, BrokerRemoved)] == ["b0"]
+    assert routes.next_expiry_ms() == 1_900  # the early entries were pushed back, once each
+    assert len(routes._deadlines) == 49
+    events, _ = routes.expire(1_901)
+    assert len([e for e in events if isinstance(e, BrokerRemoved)]) == 49
+    assert routes.next_expiry_ms() is None

@@ -34,6 +34,7 @@ from pynamesrv.remoting.server import Answer, Connection, RemotingServer
 log = logging.getLogger("pynamesrv")
 
 FIRST_SCAN_DELAY_S: Final = 5.0
+MAX_EXPIRY_DELAY_S: Final = 1.0  # an expired broker leaves the routes within this
 KV_PRINT_FIRST_S: Final = 60.0
 KV_PRINT_PERIOD_S: Final = 600.0
 
@@ -100,11 +101,8 @@ class NamesrvController:
         host, self.port = await self.server.start(self.host, self.config.listen_port)
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
-        interval_s = self.config.scan_not_active_broker_interval / 1000
         self._timers = [
-            asyncio.create_task(
-                self._every(min(FIRST_SCAN_DELAY_S, interval_s), interval_s, self.scan_expired)
-            ),
+            asyncio.create_task(self._expiry_loop()),
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
         ]
         if self.config.journal_enable:
@@ -205,6 +203,21 @@ class NamesrvController:
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
         self.on_events(self.routes.on_channel_closed(conn, reason))
+
+    async def _expiry_loop(self) -> None:
+        """Expire brokers on time: Java scans every 10 s (first after 5 s), so a dead broker
+        lingers up to 10 s past its deadline. We keep the scan period as an upper bound but
+        also wake at the next deadline (at most a second later), which the registry's deadline
+        heap makes free."""
+        interval_s = self.config.scan_not_active_broker_interval / 1000
+        await asyncio.sleep(min(FIRST_SCAN_DELAY_S, interval_s, MAX_EXPIRY_DELAY_S))
+        while True:
+            self.scan_expired()
+            delay = min(interval_s, MAX_EXPIRY_DELAY_S)
+            deadline = self.routes.next_expiry_ms()
+            if deadline is not None:
+                delay = min(delay, max(deadline - now_ms() + 1, 0) / 1000)
+            await asyncio.sleep(delay)
 
     def scan_expired(self) -> None:
         events, channels = self.routes.expire(now_ms())

@@ -15,6 +15,7 @@ touches the topic, so a route query costs one dict look-up (design.md).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -76,6 +77,11 @@ class RouteInfoManager:
         # the topics come back as in 5.x.
         self._pruned_brokers: set[str] = set()
         self._route_cache: dict[tuple[str, bool], _CachedRoute] = {}
+        # Expiry deadlines, at most one entry per live key. An entry may be early (the broker
+        # heartbeated since): it is then pushed back with the real deadline when popped, so a
+        # heartbeat costs nothing here and a check costs O(1) when nothing expires.
+        self._deadlines: list[tuple[int, LiveKey]] = []
+        self._in_deadlines: set[LiveKey] = set()
 
     # ------------------------------------------------------------------ registration
 
@@ -186,6 +192,8 @@ class RouteInfoManager:
             body_digest=body_digest if body_digest is not None else None,
         )
         self._live_by_channel.setdefault(channel, set()).add(key)
+        if key not in self._in_deadlines:
+            self._push_deadline(key, self.broker_live_table[key])
 
         if body is not None and body.filter_server_list is not None:
             before = self.filter_server_table.get(key)
@@ -326,15 +334,26 @@ class RouteInfoManager:
             )
         return events
 
+    def _push_deadline(self, key: LiveKey, live: BrokerLiveInfo) -> None:
+        heapq.heappush(self._deadlines, (live.last_update_ms + live.timeout_ms, key))
+        self._in_deadlines.add(key)
+
     def expire(self, now_ms: int) -> tuple[list[Event], list[object]]:
-        """Remove brokers whose last refresh is older than their timeout.
+        """Remove brokers whose last refresh is older than their timeout (at ``now_ms``).
 
         Returns the events and the connections to close: those left with no live broker.
         """
         events: list[Event] = []
         channels: list[object] = []
-        for key, live in list(self.broker_live_table.items()):
+        heap = self._deadlines
+        while heap and heap[0][0] < now_ms:
+            _, key = heapq.heappop(heap)
+            self._in_deadlines.discard(key)
+            live = self.broker_live_table.get(key)
+            if live is None:
+                continue
             if live.last_update_ms + live.timeout_ms >= now_ms:
+                self._push_deadline(key, live)  # refreshed since: wait for the real deadline
                 continue
             events += self.unregister_broker(
                 key[0], key[1], live.broker_name, live.broker_id, reason=RemovalReason.EXPIRED
@@ -344,11 +363,8 @@ class RouteInfoManager:
         return events, channels
 
     def next_expiry_ms(self) -> int | None:
-        """The earliest moment some live broker expires (for a timely scan)."""
-        return min(
-            (live.last_update_ms + live.timeout_ms for live in self.broker_live_table.values()),
-            default=None,
-        )
+        """A moment at or before the earliest expiry (never later): when to check next."""
+        return self._deadlines[0][0] if self._deadlines else None
 
     def _unlink_channel(self, channel: object, key: LiveKey) -> None:
         keys = self._live_by_channel.get(channel)
