@@ -25,9 +25,10 @@ from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, Top
 from pynamesrv.namesrv.filestore import atomic_write
 from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
-from pynamesrv.namesrv.processor import DefaultRequestProcessor
+from pynamesrv.namesrv.processor import DefaultRequestProcessor, RouteQueryFastPath
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer
 
@@ -68,9 +69,11 @@ class NamesrvController:
             stats=self.stats,
             clock_ms=now_ms,
         )
+        self._route_fast_path = RouteQueryFastPath(self.processor)
         self.server = RemotingServer(
             self._handle,
             on_close=self._on_connection_closed,
+            fast_path=self._fast_route_query,
             max_frame_length=self.config.frame_max_length,
             idle_seconds=self.config.server_channel_max_idle_time_seconds,
             backlog=self.config.server_socket_backlog,
@@ -199,6 +202,13 @@ class NamesrvController:
         start = perf_counter()
         answer = self.processor.process(request, conn)
         self.stats.observe_request(request.code, perf_counter() - start)
+        return answer
+
+    def _fast_route_query(self, header: bytes) -> bytes | None:
+        start = perf_counter()
+        answer = self._route_fast_path(header)
+        if answer is not None:
+            self.stats.observe_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, perf_counter() - start)
         return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:

@@ -10,16 +10,20 @@ answers, so an acknowledged write is on disk.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 import zlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
+
+import orjson
 
 from pynamesrv.namesrv.config import ConfigError, ConfigRegistry, format_properties
 from pynamesrv.namesrv.events import Event
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
 from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterBrokerBody
-from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codec import encode_frame
@@ -85,6 +89,117 @@ class _RouteAnswerTemplate:
     def frame(cls, opaque: int, body: bytes) -> bytes:
         header = b"%b%d%b" % (cls.prefix, opaque, cls.suffix)
         return encode_frame(SerializeType.JSON, header, body)
+
+
+_DECLINED: Final = ("", False)  # a header shape the fast path leaves to the normal path
+
+
+@dataclass(slots=True)
+class _Shape:
+    """A learned route-query header shape and, once answered, its finished answer tail."""
+
+    topic: str
+    standard: bool
+    cached: CachedRoute | None = None  # the registry's cache entry the tail was built from
+    tail: bytes = b""  # header suffix + body
+    header_fixed: int = 0  # header length without the opaque digits
+    frame_fixed: int = 0  # length word without the opaque digits
+
+
+_DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
+_LENGTHS = struct.Struct(">iI")
+
+
+class RouteQueryFastPath:
+    """GET_ROUTEINFO_BY_TOPIC answered from the raw header bytes, without decoding them.
+
+    A client's route queries for one topic differ only in ``opaque``, so the header with the
+    opaque digits cut out identifies the request completely. The first query of a shape is
+    decoded once to learn its topic and dialect; later ones cost a regex search, a slice, a
+    dict look-up and a join, with the request's own opaque digits copied into the answer.
+    Only plain requests qualify (code 105, flag 0, a string topic, one ``"opaque"``
+    member); every other shape is remembered as declined and takes the normal path, where
+    behaviour is defined, and so do misses, order configs and the 5.x start-up wait.
+    """
+
+    MAX_SHAPES: Final = 4096  # a client querying random topics cannot grow this without bound
+
+    def __init__(self, processor: DefaultRequestProcessor) -> None:
+        self.processor = processor
+        self.config = processor.registry.config
+        self.stats = processor.stats
+        self.route_cache = processor.routes.route_cache
+        self._shapes: dict[bytes, _Shape] = {}
+
+    def __call__(self, header: bytes) -> bytes | None:
+        start = header.find(b'"opaque":')
+        if start < 0:
+            return None
+        start += 9
+        end = header.find(b",", start)
+        if end < 0:
+            end = header.find(b"}", start)
+        digits = header[start:end]
+        if not digits.isdigit():  # negative, spaced or odd: the normal path decides
+            return None
+        key = header[:start] + header[end:]
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._learn(header)
+            if len(self._shapes) >= self.MAX_SHAPES:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        config = self.config
+        if shape is _DECLINED or config.order_message_enable or config.need_wait_for_service:
+            return None  # those settings change answers at run time: the normal path decides
+        cached = shape.cached
+        if (
+            cached is None or self.route_cache.get((shape.topic, shape.standard)) is not cached
+        ) and not self._refresh(shape):
+            return None
+        stats = self.stats
+        stats.route_query_hits += 1
+        if stats.count_topics:
+            stats.route_hits_by_topic[shape.topic] += 1
+        size = len(digits)
+        return b"".join(
+            (
+                _LENGTHS.pack(shape.frame_fixed + size, shape.header_fixed + size),
+                _RouteAnswerTemplate.prefix,
+                digits,
+                shape.tail,
+            )
+        )
+
+    def _refresh(self, shape: _Shape) -> bool:
+        """(Re)build the answer tail from the registry's cache; False: normal path."""
+        body = self.processor.routes.route_body(shape.topic, shape.standard, None)
+        if body is None:
+            return False
+        shape.cached = self.route_cache.get((shape.topic, shape.standard))
+        suffix = _RouteAnswerTemplate.suffix
+        shape.tail = suffix + body
+        shape.header_fixed = len(_RouteAnswerTemplate.prefix) + len(suffix)
+        shape.frame_fixed = 4 + shape.header_fixed + len(body)
+        return True
+
+    @staticmethod
+    def _learn(header: bytes) -> _Shape:
+        if header.count(b'"opaque"') != 1:
+            return _DECLINED
+        try:
+            obj = orjson.loads(header)
+        except orjson.JSONDecodeError:
+            return _DECLINED
+        if not isinstance(obj, dict) or obj.get("code") != RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            return _DECLINED
+        ext, version = obj.get("extFields"), obj.get("version", 0)
+        if obj.get("flag", 0) != 0 or not isinstance(ext, dict) or type(version) is not int:
+            return _DECLINED
+        topic, accept = ext.get("topic"), ext.get("acceptStandardJsonOnly")
+        if not isinstance(topic, str) or not isinstance(accept, str | None):
+            return _DECLINED
+        return _Shape(topic, version >= Version.V4_9_4 or (accept or "").lower() == "true")
 
 
 class DefaultRequestProcessor:
@@ -280,16 +395,39 @@ class DefaultRequestProcessor:
 
     # ------------------------------------------------------------------ routes
 
-    def get_route_info(self, request: RemotingCommand, channel: object) -> Answer:
+    def _waiting_for_service(self) -> bool:
         config = self.registry.config
-        if config.need_wait_for_service and (
+        return config.need_wait_for_service and (
             self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
-        ):
+        )
+
+    def _route_body(self, topic: str | None, standard: bool) -> bytes | None:
+        config = self.registry.config
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
+        return self.routes.route_body(topic, standard, order_conf)
+
+    def _count_hit(self, topic: str) -> None:
+        self.stats.route_query_hits += 1
+        if self.stats.count_topics:
+            self.stats.route_hits_by_topic[topic] += 1
+
+    def answer_route(self, topic: str, standard: bool, opaque: int) -> bytes | None:
+        """The whole answer frame of a route query that finds a route, else None (the
+        caller then takes the normal path, which answers errors)."""
+        if self._waiting_for_service():
+            return None
+        body = self._route_body(topic, standard)
+        if body is None:
+            return None
+        self._count_hit(topic)
+        return _RouteAnswerTemplate.frame(opaque, body)
+
+    def get_route_info(self, request: RemotingCommand, channel: object) -> Answer:
+        if self._waiting_for_service():
             raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
         topic = request.field("topic")
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
-        body = self.routes.route_body(topic, standard, order_conf)
+        body = self._route_body(topic, standard)
         if body is None:
             self.stats.route_query_misses += 1
             if self.stats.count_topics:
@@ -300,9 +438,7 @@ class DefaultRequestProcessor:
                 f"No topic route info in name server for the topic: {_java(topic)}\n"
                 f"See {FAQ_URL} for further details.",
             )
-        self.stats.route_query_hits += 1
-        if self.stats.count_topics:
-            self.stats.route_hits_by_topic[topic] += 1
+        self._count_hit(topic)  # type: ignore[arg-type]
         if request.serialize_type == SerializeType.JSON:
             return _RouteAnswerTemplate.frame(request.opaque, body)
         return self._ok(request, body)

@@ -54,7 +54,7 @@ class RegisterResult:
 
 
 @dataclass(slots=True)
-class _CachedRoute:
+class CachedRoute:
     order_conf: str | None
     body: bytes
 
@@ -76,7 +76,9 @@ class RouteInfoManager:
         # master's next registration must be decoded even if its bytes did not change, so that
         # the topics come back as in 5.x.
         self._pruned_brokers: set[str] = set()
-        self._route_cache: dict[tuple[str, bool], _CachedRoute] = {}
+        # Encoded route bodies by (topic, standard dialect); an entry is replaced, never
+        # mutated, so holding one and checking it is still the one here validates it.
+        self.route_cache: dict[tuple[str, bool], CachedRoute] = {}
         # Expiry deadlines, at most one entry per live key. An entry may be early (the broker
         # heartbeated since): it is then pushed back with the real deadline when popped, so a
         # heartbeat costs nothing here and a check costs O(1) when nothing expires.
@@ -476,7 +478,7 @@ class RouteInfoManager:
         """The encoded GET_ROUTEINFO_BY_TOPIC body, from the cache when nothing changed."""
         if topic is None:
             return None
-        cached = self._route_cache.get((topic, standard))
+        cached = self.route_cache.get((topic, standard))
         if cached is not None and cached.order_conf == order_conf:
             return cached.body
         route = self.pickup_route(topic)
@@ -484,11 +486,11 @@ class RouteInfoManager:
             return None
         route["orderTopicConf"] = order_conf
         body = fastjson.dumps(route, standard=standard)
-        self._route_cache[(topic, standard)] = _CachedRoute(order_conf, body)
+        self.route_cache[(topic, standard)] = CachedRoute(order_conf, body)
         return body
 
     def _invalidate(self, topics: Iterable[str]) -> None:
-        cache = self._route_cache
+        cache = self.route_cache
         if not cache:
             return
         for topic in topics:

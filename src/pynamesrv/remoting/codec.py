@@ -28,15 +28,20 @@ _LANG_BY_BYTE: Final = {lang.value: lang.name for lang in LanguageCode}
 _BYTE_BY_LANG: Final = {lang.name: lang.value for lang in LanguageCode}
 
 
+# One frame, split but not decoded: serialize type, header bytes, body bytes.
+RawFrame = tuple[int, bytes, bytes]
+
+
 class FrameError(ValueError):
     """The peer sent bytes that are not a valid frame; the connection must be closed.
 
-    ``commands`` holds the good frames that preceded the broken one in the same feed: Java
-    processes those before it closes, and so should the caller.
+    ``frames`` / ``commands`` hold the good frames that preceded the broken one in the same
+    feed: Java processes those before it closes, and so should the caller.
     """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+        self.frames: list[RawFrame] = []
         self.commands: list[RemotingCommand] = []
 
 
@@ -61,14 +66,15 @@ class FrameDecoder:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed_raw(self, data: bytes) -> list[RawFrame]:
+        """Split complete frames without decoding their headers (the server's fast path
+        answers some frames from their raw header bytes)."""
         buf = self._buffer
         buf += data
-        commands: list[RemotingCommand] = []
+        frames: list[RawFrame] = []
         pos = 0
         end = len(buf)
         limit = self.max_frame_length - 4
-        view = memoryview(buf)
         try:
             while end - pos >= 4:
                 (length,) = _INT32.unpack_from(buf, pos)
@@ -76,28 +82,47 @@ class FrameDecoder:
                     raise FrameError(f"frame length {length} outside [4, {limit}]")
                 if end - pos - 4 < length:
                     break
-                frame_start = pos + 4
-                pos = frame_start + length
-                commands.append(decode_frame_payload(view[frame_start:pos]))
+                (word,) = _UINT32.unpack_from(buf, pos + 4)
+                serialize, header_len = word >> 24, word & 0xFFFFFF
+                if header_len > length - 4:
+                    raise FrameError(f"header length {header_len} beyond the frame ({length - 4})")
+                if serialize > SerializeType.ROCKETMQ:
+                    raise FrameError(f"unknown serialize type {serialize}")
+                header_start = pos + 8
+                body_start = header_start + header_len
+                pos += 4 + length
+                body = bytes(buf[body_start:pos]) if pos > body_start else b""
+                frames.append((serialize, bytes(buf[header_start:body_start]), body))
         except FrameError as exc:
-            exc.commands = commands
+            exc.frames = frames
+            del buf[:pos]
             raise
-        finally:
-            view.release()
         if pos:
             del buf[:pos]
+        return frames
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        """Complete frames, decoded."""
+        broken: FrameError | None = None
+        try:
+            frames = self.feed_raw(data)
+        except FrameError as exc:
+            broken, frames = exc, exc.frames
+        commands: list[RemotingCommand] = []
+        for serialize, header, body in frames:
+            try:
+                commands.append(decode_command(serialize, header, body))
+            except FrameError as exc:
+                broken = exc
+                break
+        if broken is not None:
+            broken.commands = commands
+            raise broken
         return commands
 
 
-def decode_frame_payload(payload: memoryview | bytes) -> RemotingCommand:
-    """Decode one frame without its length word: header word, header, body."""
-    (word,) = _UINT32.unpack_from(payload, 0)
-    serialize = word >> 24
-    header_len = word & 0xFFFFFF
-    if header_len > len(payload) - 4:
-        raise FrameError(f"header length {header_len} beyond the frame ({len(payload) - 4})")
-    header = bytes(payload[4 : 4 + header_len])
-    body = bytes(payload[4 + header_len :])
+def decode_command(serialize: int, header: bytes, body: bytes) -> RemotingCommand:
+    """Decode one split frame's header (JSON or ROCKETMQ) into a command with its body."""
     if serialize == SerializeType.JSON:
         cmd = _decode_json_header(header)
     elif serialize == SerializeType.ROCKETMQ:
@@ -106,6 +131,17 @@ def decode_frame_payload(payload: memoryview | bytes) -> RemotingCommand:
         raise FrameError(f"unknown serialize type {serialize}")
     cmd.body = body
     return cmd
+
+
+def decode_frame_payload(payload: memoryview | bytes) -> RemotingCommand:
+    """Decode one frame without its length word: header word, header, body."""
+    (word,) = _UINT32.unpack_from(payload, 0)
+    header_len = word & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise FrameError(f"header length {header_len} beyond the frame ({len(payload) - 4})")
+    return decode_command(
+        word >> 24, bytes(payload[4 : 4 + header_len]), bytes(payload[4 + header_len :])
+    )
 
 
 def _int_member(obj: dict[str, object], name: str) -> int:

@@ -20,14 +20,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from pynamesrv.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, FrameError, encode
-from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.codec import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    FrameDecoder,
+    FrameError,
+    RawFrame,
+    decode_command,
+    encode,
+)
+from pynamesrv.remoting.command import RemotingCommand, SerializeType
 
 log = logging.getLogger(__name__)
 
 Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
 Handler = Callable[[RemotingCommand, "Connection"], Answer]
 CloseListener = Callable[["Connection", str], None]
+# Answers a body-less JSON request from its raw header bytes, or None to take the normal way.
+FastPath = Callable[[bytes], bytes | None]
 
 CLOSED: Final = "channel_closed"
 ERROR: Final = "channel_error"
@@ -74,18 +83,32 @@ class Connection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         broken: FrameError | None = None
         try:
-            commands = self.decoder.feed(data)
+            frames = self.decoder.feed_raw(data)
         except FrameError as exc:
-            broken, commands = exc, exc.commands
-        self._answer(commands)
+            broken, frames = exc, exc.frames
+        broken = self._answer(frames) or broken
         if broken is not None:
             log.info("closing %s: %s", self.peer, broken)
             self.close(ERROR)
 
-    def _answer(self, commands: list[RemotingCommand]) -> None:
+    def _answer(self, frames: list[RawFrame]) -> FrameError | None:
+        """Answer every frame, write all answers at once; a header that does not decode
+        stops here (the frames before it are answered, as Java does)."""
         out: list[bytes] = []
         handler = self.server.handler
-        for command in commands:
+        fast_path = self.server.fast_path
+        broken = None
+        for serialize, header, body in frames:
+            if fast_path is not None and not body and serialize == SerializeType.JSON:
+                fast = fast_path(header)
+                if fast is not None:
+                    out.append(fast)
+                    continue
+            try:
+                command = decode_command(serialize, header, body)
+            except FrameError as exc:
+                broken = exc
+                break
             answer = handler(command, self)
             if answer is None:
                 continue
@@ -99,6 +122,7 @@ class Connection(asyncio.Protocol):
                 task.add_done_callback(self._pending.discard)
         if out and self.transport is not None:
             self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        return broken
 
     async def _answer_later(self, answer: Awaitable[RemotingCommand | None]) -> None:
         command = await answer
@@ -156,12 +180,14 @@ class RemotingServer:
         handler: Handler,
         *,
         on_close: CloseListener = lambda conn, reason: None,
+        fast_path: FastPath | None = None,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         idle_seconds: float = 120.0,
         backlog: int = 1024,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
+        self.fast_path = fast_path
         self.max_frame_length = max_frame_length
         self.idle_seconds = idle_seconds
         self.backlog = backlog

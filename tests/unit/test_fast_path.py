@@ -1,0 +1,104 @@
+"""The route-query fast path answers exactly what the normal path answers, or declines."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.remoting.codec import FrameDecoder, encode
+from pynamesrv.remoting.command import RemotingCommand
+
+
+@pytest.fixture
+def controller() -> NamesrvController:
+    ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
+    register(ctrl, queues=8)
+    return ctrl
+
+
+def register(ctrl: NamesrvController, queues: int, counter: int = 1) -> None:
+    body = RegisterBrokerBody(DataVersion(1, counter), [TopicConfig("T/ö", queues, queues, 6)], [])
+    ctrl.routes.register_broker(
+        cluster="C",
+        broker_addr="127.0.0.1:10911",
+        broker_name="b",
+        broker_id=0,
+        ha_server_addr=None,
+        body_digest=counter,
+        load_body=lambda: body,
+        channel="conn",
+        now_ms=0,
+    )
+
+
+def header_of(command: RemotingCommand) -> bytes:
+    [(_, header, _)] = FrameDecoder().feed_raw(encode(command))
+    return header
+
+
+def both_paths(ctrl: NamesrvController, command: RemotingCommand) -> tuple[bytes | None, bytes]:
+    fast = ctrl._route_fast_path(header_of(command))
+    [decoded] = FrameDecoder().feed(encode(command))
+    normal = ctrl.processor.process(decoded, "conn")
+    return fast, normal if isinstance(normal, bytes) else encode(normal)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("opaque", [0, 7, 2**31 - 1])
+@pytest.mark.parametrize(
+    ("version", "ext"),
+    [
+        (401, {"topic": "T/ö"}),
+        (121, {"topic": "T/ö"}),
+        (63, {"topic": "T/ö", "acceptStandardJsonOnly": "true"}),
+        (317, {"topic": "T/ö", "AccessKey": "ak", "Signature": "sig"}),
+    ],
+)
+def test_fast_answer_is_byte_identical_to_the_normal_answer(
+    controller: NamesrvController, opaque: int, version: int, ext: dict[str, str]
+) -> None:
+    command = RemotingCommand(code=105, version=version, opaque=opaque, ext_fields=ext)
+    for _ in range(2):  # the first call learns the shape, the second uses it
+        fast, normal = both_paths(controller, command)
+        assert fast == normal
+
+
+def test_fast_answer_follows_route_changes(controller: NamesrvController) -> None:
+    command = RemotingCommand(code=105, version=401, opaque=1, ext_fields={"topic": "T/ö"})
+    before, _ = both_paths(controller, command)
+    register(controller, queues=2, counter=2)
+    after, normal = both_paths(controller, command)
+    assert after == normal and after != before and b'"writeQueueNums":2' in after
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        RemotingCommand(code=105, opaque=1, flag=2, ext_fields={"topic": "T/ö"}),  # oneway
+        RemotingCommand(code=105, opaque=1, ext_fields={"topic": "NoSuchTopic"}),  # miss
+        RemotingCommand(code=105, opaque=-5, ext_fields={"topic": "T/ö"}),  # negative opaque
+        RemotingCommand(code=106, opaque=1),  # another request
+        RemotingCommand(code=105, opaque=1),  # no topic
+    ],
+    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic"],
+)
+def test_odd_requests_take_the_normal_path(
+    controller: NamesrvController, command: RemotingCommand
+) -> None:
+    assert controller._route_fast_path(header_of(command)) is None
+    assert controller._route_fast_path(header_of(command)) is None  # also once learned
+
+
+def test_order_message_enable_sends_queries_the_normal_way(controller: NamesrvController) -> None:
+    command = RemotingCommand(code=105, version=401, opaque=1, ext_fields={"topic": "T/ö"})
+    assert controller._route_fast_path(header_of(command)) is not None
+    controller.config.order_message_enable = True
+    assert controller._route_fast_path(header_of(command)) is None
+
+
+def test_shapes_are_bounded(controller: NamesrvController) -> None:
+    for i in range(controller._route_fast_path.MAX_SHAPES + 10):
+        command = RemotingCommand(code=105, opaque=1, ext_fields={"topic": f"random-{i}"})
+        controller._route_fast_path(header_of(command))
+    assert len(controller._route_fast_path._shapes) <= controller._route_fast_path.MAX_SHAPES
