@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 NODE_DIR := tests/peers/node
 
+CHROMIUM := /usr/bin/chromium
+
 .PHONY: run test lint bench clean
 
 $(BIN)/python:
@@ -23,10 +25,16 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The status-page test drives Debian's chromium; Playwright's own browser download cannot
+# run on these machines. Needs root (CI and the dev machines have it).
+$(CHROMIUM):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 run: $(VENV)/.installed-run
 	$(BIN)/pynamesrv serve
 
-test: $(VENV)/.installed-test $(NODE_DIR)/node_modules/.installed
+test: $(VENV)/.installed-test $(NODE_DIR)/node_modules/.installed $(CHROMIUM)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -68,9 +69,12 @@ def test_config_file_is_applied_and_becomes_config_store_path(tmp_path: Path) ->
 
 
 def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port = free_port()
+    port, http_port = free_port(), free_port()
     config = tmp_path / "namesrv.properties"
-    config.write_text(f"kvConfigPath={tmp_path / 'kv.json'}\n")
+    config.write_text(
+        f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort={http_port}\n"
+        f"journalDir={tmp_path / 'journal'}\n"
+    )
     proc = subprocess.Popen(
         [ENTRY_POINT, "serve", "-c", config, "--listen", "127.0.0.1", "--port", str(port)],
         stderr=subprocess.PIPE,
@@ -92,6 +96,10 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
             await broker.stop()
 
         asyncio.run(exercise())
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=5) as reply:
+            assert reply.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/rocketmq/nsaddr") as reply:
+            assert reply.read().decode() == f"127.0.0.1:{port}"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
@@ -101,6 +109,7 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert "new broker registered, C cli-broker id=0 addr=127.0.0.1:10911" in log
     assert "broker removed, reason unregister" in log
     assert "The Name Server stopped" in log
+    assert list((tmp_path / "journal").rglob("events-*.jsonl")), "no journal was written"
 
 
 def test_make_run_serves_on_9876() -> None:

@@ -20,6 +20,7 @@ from time import perf_counter
 from typing import Final
 
 from pynamesrv import __version__
+from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
 from pynamesrv.namesrv.filestore import atomic_write
@@ -80,6 +81,7 @@ class NamesrvController:
         )
         self.port = 0
         self.journal: Journal | None = None
+        self.http: HttpServer | None = None
         self._window_start_ms = 0
         self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
@@ -103,6 +105,14 @@ class NamesrvController:
         self.kv.load(Path(self.config.kv_config_path))
         host, self.port = await self.server.start(self.host, self.config.listen_port)
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
+        if self.config.http_port != 0:
+            http = HttpServer(self)
+            try:
+                await http.start(self.host, self.config.http_port)
+            except OSError:
+                await self.server.stop()
+                raise
+            self.http = http
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         self._timers = [
             asyncio.create_task(self._expiry_loop()),
@@ -168,6 +178,9 @@ class NamesrvController:
         if self._stopped:
             return
         self._stopped = True
+        if self.http is not None:  # /healthz stops saying ok before the port closes
+            await self.http.stop()
+            self.http = None
         for timer in self._timers:
             timer.cancel()
         await asyncio.gather(*self._timers, return_exceptions=True)

@@ -12,6 +12,10 @@ from collections import Counter
 from typing import Final
 
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
+from pynamesrv.remoting.codes import RequestCode
+
+_KNOWN_CODES: Final = frozenset(int(c) for c in RequestCode)
+OTHER_CODE: Final = -1  # every request code the name server does not know
 
 # Upper bounds (seconds) of the request-latency histogram buckets; +Inf is implicit.
 LATENCY_BUCKETS_S: Final = (
@@ -63,7 +67,11 @@ class NamesrvStats:
     def observe_request(self, code: int, seconds: float) -> None:
         histogram = self.requests.get(code)
         if histogram is None:
-            histogram = self.requests[code] = RequestHistogram()
+            if code not in _KNOWN_CODES:  # clients choose codes: keep the table bounded
+                code = OTHER_CODE
+                histogram = self.requests.get(code)
+            if histogram is None:
+                histogram = self.requests[code] = RequestHistogram()
         histogram.observe(seconds)
 
     def on_events(self, events: list[Event]) -> None:

@@ -1,0 +1,182 @@
+"""The HTTP server (aiohttp) next to the remoting port, on the same event loop.
+
+Routes:
+  /metrics                  Prometheus exposition (text, or OpenMetrics if asked for)
+  /healthz                  200 "ok" while the name server serves, 503 before
+  /rocketmq/nsaddr          the address service clients poll: "host:port;host:port"
+  /api/status               headline numbers
+  /api/clusters             clusters -> broker groups -> brokers with liveness
+  /api/topics?q=&limit=     topics whose name contains q, with queues and perm
+  /api/topics/{topic}       the route, as GET_ROUTEINFO_BY_TOPIC's body; 404 when none
+  /                         the status page (one self-contained HTML file)
+
+Everything is read-only and reads the controller's tables directly: one event loop owns
+them, so a handler sees a consistent state without locks or copies.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+import time
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+from aiohttp import web
+
+from pynamesrv.http import views
+from pynamesrv.http.metrics import build_registry, is_ready, render
+
+if TYPE_CHECKING:
+    from pynamesrv.namesrv.controller import NamesrvController
+
+log = logging.getLogger("pynamesrv.http")
+
+SHUTDOWN_TIMEOUT_S: Final = 2.0
+TEXT_PLAIN: Final = "text/plain"
+
+
+def _now_ms() -> int:
+    """Wall-clock ms, the clock the controller stamps heartbeats with."""
+    return time.time_ns() // 1_000_000
+
+
+def _load_page() -> tuple[bytes, str]:
+    """The status page and a Content-Security-Policy that allows exactly its inline code.
+
+    Hashing the inline <script> and <style> lets the page stay one self-contained file while
+    the browser still refuses any other script (topic and broker names come from brokers,
+    so the page must never be a place where injected markup can run).
+    """
+    html = (files("pynamesrv.http") / "static" / "index.html").read_text(encoding="utf-8")
+
+    def hashes(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.DOTALL)
+        digests = (base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() for b in blocks)
+        return " ".join(f"'sha256-{d}'" for d in digests)
+
+    csp = (
+        f"default-src 'none'; script-src {hashes('script')}; style-src {hashes('style')}; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+    return html.encode("utf-8"), csp
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    # brokerAddrs has int keys (broker ids), as in the route body.
+    body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
+class HttpServer:
+    """Serves the HTTP endpoints of one name server; start after the controller's port."""
+
+    def __init__(self, controller: NamesrvController) -> None:
+        self.controller = controller
+        self.registry = build_registry(controller, lambda: self.nsaddr_requests)
+        self.port = 0
+        self.nsaddr_requests = 0  # clients finding us through the address service
+        self._page, self._csp = _load_page()
+        self._runner: web.AppRunner | None = None
+        self.app = self._build_app()
+
+    def _build_app(self) -> web.Application:
+        app = web.Application()
+        app.on_response_prepare.append(self._common_headers)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/rocketmq/nsaddr", self.nsaddr)
+        # The Java client asks for "nsaddr-<unit>?nofix=1" when a unit name is set.
+        app.router.add_get(r"/rocketmq/{unit:nsaddr-[^/]+}", self.nsaddr)
+        app.router.add_get("/api/status", self.api_status)
+        app.router.add_get("/api/clusters", self.api_clusters)
+        app.router.add_get("/api/topics", self.api_topics)
+        app.router.add_get("/api/topics/{topic:.+}", self.api_route)
+        app.router.add_get("/", self.index)
+        return app
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0 = any free port); returns the bound port."""
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port, reuse_address=True)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        log.info("HTTP server (metrics, status page, nsaddr) on %s:%d", host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        """Close the port and the open connections; calling it again does nothing."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+            self.port = 0
+
+    @property
+    def ready(self) -> bool:
+        return is_ready(self.controller)
+
+    # ------------------------------------------------------------------ handlers
+
+    @staticmethod
+    async def _common_headers(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Cache-Control", "no-store")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = render(self.registry, request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        if self.ready:
+            return web.Response(text="ok", content_type=TEXT_PLAIN)
+        return web.Response(text="starting", status=503, content_type=TEXT_PLAIN)
+
+    async def nsaddr(self, request: web.Request) -> web.Response:
+        """Plain ``host:port;host:port``, no trailing newline (clients cut at the first one)."""
+        self.nsaddr_requests += 1
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        local = sockname[0] if isinstance(sockname, tuple) else None
+        text = views.nsaddr_text(self.controller, request.headers.get("Host"), local)
+        return web.Response(text=text, content_type=TEXT_PLAIN)
+
+    async def api_status(self, request: web.Request) -> web.Response:
+        return _json(views.status_view(self.controller, _now_ms(), self.ready))
+
+    async def api_clusters(self, request: web.Request) -> web.Response:
+        return _json(views.clusters_view(self.controller, _now_ms()))
+
+    async def api_topics(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "")
+        try:
+            limit = int(request.query.get("limit", views.DEFAULT_TOPIC_LIMIT))
+        except ValueError:
+            return _json({"error": "limit must be an integer"}, status=400)
+        limit = max(1, min(limit, views.MAX_TOPIC_LIMIT))
+        return _json(views.topics_view(self.controller, query, limit))
+
+    async def api_route(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        body = views.route_body(self.controller, topic)
+        if body is None:
+            return _json({"error": "no route", "topic": topic}, status=404)
+        return web.Response(body=body, content_type="application/json")
+
+    async def index(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self._page,
+            content_type="text/html",
+            charset="utf-8",
+            headers={"Content-Security-Policy": self._csp},
+        )

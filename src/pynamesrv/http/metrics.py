@@ -1,0 +1,211 @@
+"""Prometheus metrics, read from the controller's plain counters at scrape time.
+
+The hot path only bumps integers (``namesrv.stats``); this collector turns them into metric
+families when Prometheus asks, so a scrape costs a few dict walks and a request costs nothing
+extra. Each server gets its own ``CollectorRegistry``: two name servers in one process (the
+tests) must not share or collide in the global registry.
+
+Labels are bounded on purpose: request code (the known ``RequestCode`` values, everything
+else folded into ``other``), cluster, removal reason. Never a topic or an address: those grow
+with the deployment and would blow up the time-series database.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from pynamesrv.namesrv.events import RemovalReason
+from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
+from pynamesrv.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from pynamesrv.namesrv.controller import NamesrvController
+
+OTHER_CODE: Final = "other"
+UNKNOWN_NAME: Final = "UNKNOWN"
+# Always exported (as 0 until they happen), so that rate() and alerts work from the start.
+REMOVAL_REASONS: Final = (
+    RemovalReason.UNREGISTER,
+    RemovalReason.EXPIRED,
+    RemovalReason.CHANNEL_CLOSED,
+    RemovalReason.CHANNEL_ERROR,
+    RemovalReason.CHANNEL_IDLE,
+)
+_KNOWN_CODES: Final = frozenset(int(code) for code in RequestCode)
+_LE: Final = [floatToGoString(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
+
+
+def is_ready(controller: NamesrvController) -> bool:
+    """Serving route queries: the remoting port is bound (the controller sets it in start)."""
+    return controller.port != 0
+
+
+def _request_series(
+    requests: dict[int, RequestHistogram],
+) -> list[tuple[str, str, list[int], float]]:
+    """(code, name, cumulative buckets, sum) per known code, unknown codes folded into one.
+
+    Folding keeps the label set bounded whatever codes a client sends.
+    """
+    series: list[tuple[str, str, list[int], float]] = []
+    other_buckets: list[int] | None = None
+    other_sum = 0.0
+    for code in sorted(requests):
+        histogram = requests[code]
+        if code in _KNOWN_CODES:
+            series.append(
+                (str(code), RequestCode(code).name, histogram.cumulative(), histogram.sum_s)
+            )
+            continue
+        cumulative = histogram.cumulative()
+        if other_buckets is None:
+            other_buckets = cumulative
+        else:
+            other_buckets = [a + b for a, b in zip(other_buckets, cumulative, strict=True)]
+        other_sum += histogram.sum_s
+    if other_buckets is not None:
+        series.append((OTHER_CODE, UNKNOWN_NAME, other_buckets, other_sum))
+    return series
+
+
+class NamesrvCollector(Collector):
+    """Reads the controller's live state on every scrape (single event loop: no locks)."""
+
+    def __init__(
+        self, controller: NamesrvController, nsaddr_requests: Callable[[], int] | None = None
+    ) -> None:
+        self.controller = controller
+        self.nsaddr_requests = nsaddr_requests
+
+    def collect(self) -> Iterator[Metric]:
+        ctrl = self.controller
+        stats = ctrl.stats
+        routes = ctrl.routes
+
+        requests = CounterMetricFamily(
+            "pynamesrv_requests",
+            "Remoting requests handled, by request code.",
+            labels=["code", "name"],
+        )
+        durations = HistogramMetricFamily(
+            "pynamesrv_request_duration_seconds",
+            "Time spent handling a remoting request on the event loop, by request code.",
+            labels=["code", "name"],
+        )
+        for code, name, cumulative, sum_s in _request_series(stats.requests):
+            requests.add_metric([code, name], cumulative[-1])
+            durations.add_metric(
+                [code, name], buckets=list(zip(_LE, cumulative, strict=True)), sum_value=sum_s
+            )
+        yield requests
+        yield durations
+
+        queries = CounterMetricFamily(
+            "pynamesrv_route_queries",
+            "GET_ROUTEINFO_BY_TOPIC answers: hit (a route) or miss (TOPIC_NOT_EXIST).",
+            labels=["result"],
+        )
+        queries.add_metric(["hit"], stats.route_query_hits)
+        queries.add_metric(["miss"], stats.route_query_misses)
+        yield queries
+
+        live = GaugeMetricFamily(
+            "pynamesrv_brokers_live",
+            "Broker addresses currently registered and not expired, by cluster.",
+            labels=["cluster"],
+        )
+        per_cluster: Counter[str] = Counter({cluster: 0 for cluster in routes.cluster_addr_table})
+        for cluster, _addr in routes.broker_live_table:
+            per_cluster[cluster] += 1
+        for cluster in sorted(per_cluster):
+            live.add_metric([cluster], per_cluster[cluster])
+        yield live
+
+        yield GaugeMetricFamily(
+            "pynamesrv_topics", "Topics with a route.", value=len(routes.topic_queue_table)
+        )
+        yield CounterMetricFamily(
+            "pynamesrv_broker_registrations",
+            "Broker registrations that changed the routes (first ones included).",
+            value=stats.registrations,
+        )
+        yield CounterMetricFamily(
+            "pynamesrv_broker_heartbeats",
+            "Registrations and heartbeats that only refreshed a broker's liveness.",
+            value=stats.heartbeats,
+        )
+
+        removals = CounterMetricFamily(
+            "pynamesrv_broker_removals",
+            "Broker addresses removed from the routes, by reason.",
+            labels=["reason"],
+        )
+        for reason in sorted(set(REMOVAL_REASONS) | set(stats.removals)):
+            removals.add_metric([reason], stats.removals.get(reason, 0))
+        yield removals
+
+        topic_removals = CounterMetricFamily(
+            "pynamesrv_topic_removals",
+            "Topics that lost their last route, by reason (no_broker, deleted).",
+            labels=["reason"],
+        )
+        for reason in sorted(stats.topics_removed):
+            topic_removals.add_metric([reason], stats.topics_removed[reason])
+        yield topic_removals
+
+        yield GaugeMetricFamily(
+            "pynamesrv_connections",
+            "Open remoting connections (brokers, clients, admin tools).",
+            value=len(ctrl.server.connections),
+        )
+        yield GaugeMetricFamily(
+            "pynamesrv_kv_entries",
+            "Entries in the KV config store, all namespaces.",
+            value=sum(len(entries) for entries in ctrl.kv.table.values()),
+        )
+        if self.nsaddr_requests is not None:
+            yield CounterMetricFamily(
+                "pynamesrv_nsaddr_requests",
+                "Requests to the address service (/rocketmq/nsaddr): clients looking us up.",
+                value=self.nsaddr_requests(),
+            )
+        journal = getattr(ctrl, "journal", None)
+        if journal is not None:
+            yield GaugeMetricFamily(
+                "pynamesrv_journal_lag_seconds",
+                "How far the journal writer is behind the events it was given (lag_seconds()).",
+                value=float(journal.lag_seconds()),
+            )
+        yield GaugeMetricFamily("pynamesrv_up", "The process is running.", value=1)
+        yield GaugeMetricFamily(
+            "pynamesrv_ready",
+            "1 when the name server answers remoting requests.",
+            value=1 if is_ready(ctrl) else 0,
+        )
+
+
+def build_registry(
+    controller: NamesrvController, nsaddr_requests: Callable[[], int] | None = None
+) -> CollectorRegistry:
+    """A registry of its own holding only this name server's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NamesrvCollector(controller, nsaddr_requests))
+    return registry
+
+
+def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """Exposition bytes and content type, OpenMetrics when the scraper asks for it."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type

@@ -1,0 +1,159 @@
+"""The status page in a real headless browser (Debian chromium driven by Playwright).
+
+The page is JavaScript over the JSON API, so only a browser can tell whether a person sees
+the brokers and a topic's route. Playwright's own browser download cannot run here: the test
+launches the system chromium. Missing chromium or playwright: a failure under CI (env CI
+set), a skip elsewhere. The screenshot lands in artifacts/status-page.png for people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.http.app import HttpServer
+from pynamesrv.namesrv.controller import NamesrvController
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO_ROOT / "artifacts" / "status-page.png"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 15_000
+
+
+def missing(what: str, fix: str) -> None:
+    """Fail under CI (a green CI must have run the browser), skip elsewhere."""
+    message = f"{what} is not available; install it with: {fix}"
+    if os.environ.get("CI"):
+        pytest.fail(f"[CI] {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+async def browser_page(tmp_path: Path) -> AsyncIterator[Any]:
+    """A page in a fresh headless chromium profile; console errors fail the test."""
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        missing("Python package playwright", ".venv/bin/pip install -e '.[test]'")
+    if not CHROMIUM.is_file() or shutil.which(str(CHROMIUM)) is None:
+        missing(str(CHROMIUM), "apt-get install -y chromium")
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1360, "height": 900},
+        )
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+            page.on(
+                "console",
+                lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None,
+            )
+            yield page
+        finally:
+            await context.close()
+    assert not errors, errors  # a CSP violation or a script error shows up here
+
+
+def broker(
+    ctrl: NamesrvController, name: str, port: int, topics: dict[str, tuple[int, int, int]]
+) -> BrokerClient:
+    return BrokerClient(
+        namesrv_addrs=[f"127.0.0.1:{ctrl.port}"],
+        cluster="DefaultCluster",
+        broker_name=name,
+        broker_id=0,
+        broker_addr=f"127.0.0.1:{port}",
+        ha_server_addr=f"127.0.0.1:{port + 1}",
+        topics={t: TopicConfig(t, r, w, p) for t, (r, w, p) in topics.items()},
+        register_period_s=3600.0,
+    )
+
+
+async def test_status_page_shows_brokers_and_a_searched_route(
+    namesrv: NamesrvController, browser_page: Any
+) -> None:
+    page = browser_page
+    running = getattr(namesrv, "http", None)
+    http = running if isinstance(running, HttpServer) and running.port else None
+    own = http is None
+    if http is None:
+        http = HttpServer(namesrv)
+        await http.start("127.0.0.1", 0)
+    brokers = [
+        broker(namesrv, "broker-a", 10911, {"OrderEvents": (8, 8, 6), "Payments": (4, 4, 6)}),
+        broker(namesrv, "broker-b", 10921, {"OrderEvents": (4, 2, 4), "Audit": (1, 1, 6)}),
+    ]
+    late = broker(namesrv, "broker-c", 10931, {"Inventory": (2, 2, 6)})
+    try:
+        for client in brokers:
+            assert all(o.ok for o in await client.start())
+        await page.goto(f"http://127.0.0.1:{http.port}/")
+
+        rows = page.locator(".cluster tr.broker")
+        await rows.nth(1).wait_for()
+        assert await rows.count() == 2
+        cluster_text = await page.locator("#clusters").inner_text()
+        for expected in ("DefaultCluster", "broker-a", "127.0.0.1:10911", "broker-b",
+                         "127.0.0.1:10921", "master", "live"):  # fmt: skip
+            assert expected in cluster_text, cluster_text
+        assert await page.locator("#ready").inner_text() == "ready"
+
+        # Typing a topic's name filters the list and shows its route.
+        await page.locator("#search").press_sequentially("OrderEvents", delay=20)
+        route_rows = page.locator("#route tr.route-row")
+        await route_rows.nth(1).wait_for()
+        assert await route_rows.count() == 2
+        cells = [
+            [c.strip() for c in await route_rows.nth(i).locator("td").all_inner_texts()]
+            for i in range(2)
+        ]
+        assert cells == [
+            ["broker-a", "0", "127.0.0.1:10911", "8", "8", "RW"],
+            ["broker-b", "0", "127.0.0.1:10921", "4", "2", "R-"],
+        ]
+        assert "OrderEvents" in await page.locator("#route .title").inner_text()
+        route_text = await page.locator("#route").inner_text()
+        assert "null" not in route_text and "undefined" not in route_text, route_text
+        topic_rows = page.locator("#topics tbody tr")
+        assert await topic_rows.count() == 1
+        assert "OrderEvents" in await topic_rows.first.inner_text()
+
+        # The page refreshes by itself (no reload): a broker that registers now appears.
+        navigations: list[str] = []
+        page.on("framenavigated", lambda frame: navigations.append(frame.url))
+        assert all(o.ok for o in await late.start())
+        await page.locator(".cluster tr.broker", has_text="127.0.0.1:10931").wait_for()
+        assert navigations == []
+        # The search still applies after the refresh.
+        assert await topic_rows.count() == 1
+
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        await page.screenshot(path=str(SCREENSHOT), full_page=True)
+        assert SCREENSHOT.stat().st_size > 10_000
+    finally:
+        for client in [*brokers, late]:
+            await client.stop()
+        if own:
+            await http.stop()
