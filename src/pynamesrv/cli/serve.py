@@ -53,6 +53,20 @@ async def _run(controller: NamesrvController) -> None:
 @click.option("--listen", "listen", default=None, help="Address to bind (bindAddress).")
 @click.option("--port", "port", type=int, default=None, help="TCP port (listenPort), 9876.")
 @click.option(
+    "--http-port",
+    type=int,
+    default=None,
+    help="Port of /metrics, /healthz, /rocketmq/nsaddr and the status page (httpPort, 9880; "
+    "0 turns HTTP off).",
+)
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the route-change journal goes (journalDir; default <rocketmqHome>/journal).",
+)
+@click.option("--no-journal", is_flag=True, help="Do not write the journal (journalEnable).")
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
