@@ -51,6 +51,19 @@ def test_print_config_shows_mqnamesrv_keys_and_defaults(tmp_path: Path) -> None:
     assert props["kvConfigPath"].endswith("kvConfig.json")
 
 
+def test_flags_override_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "namesrv.properties"
+    config.write_text("listenPort=19999\nhttpPort=19998\n")
+    out = subprocess.run(
+        [ENTRY_POINT, "serve", "-c", config, "--port", "1", "--http-port", "0",
+         "--journal-dir", tmp_path / "j", "--no-journal", "-p"],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    props = dict(line.split("=", 1) for line in out.splitlines())
+    assert (props["listenPort"], props["httpPort"]) == ("1", "0")
+    assert (props["journalDir"], props["journalEnable"]) == (str(tmp_path / "j"), "false")
+
+
 def test_config_file_is_applied_and_becomes_config_store_path(tmp_path: Path) -> None:
     config = tmp_path / "namesrv.properties"
     config.write_text("listenPort=19999\norderMessageEnable=true\n# comment\n")

@@ -77,6 +77,9 @@ def serve(
     print_config: bool,
     listen: str | None,
     port: int | None,
+    http_port: int | None,
+    journal_dir: Path | None,
+    no_journal: bool,
     log_level: str,
 ) -> None:
     """Run the name server."""
@@ -91,6 +94,12 @@ def serve(
         config.bind_address = listen
     if port is not None:
         config.listen_port = port
+    if http_port is not None:
+        config.http_port = http_port
+    if journal_dir is not None:
+        config.journal_dir = str(journal_dir)
+    if no_journal:
+        config.journal_enable = False
     if print_config:
         for key, value in registry.all_properties().items():
             click.echo(f"{key}={value}")
