@@ -8,8 +8,8 @@ import zlib
 
 import orjson
 import pytest
-from helpers import query_route, read_until_eof
 
+from helpers import query_route, read_until_eof
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame

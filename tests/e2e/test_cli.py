@@ -13,8 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import query_route
 
+from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codes import ResponseCode
 

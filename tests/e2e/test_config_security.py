@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import query_route
 
+from helpers import query_route
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode

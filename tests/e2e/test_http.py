@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import query_route
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import NamesrvConfig

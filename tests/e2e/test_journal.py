@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import orjson
-from helpers import query_route, wait_until_unrouted
 
+from helpers import query_route, wait_until_unrouted
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv.journal import journal_files, read_records
 from pynamesrv.remoting.client import RemotingClient

@@ -6,7 +6,6 @@ import asyncio
 import time
 
 from helpers import query_route, wait_until_unrouted
-
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.events import BrokerRemoved, Event

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers import query_route
-
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient

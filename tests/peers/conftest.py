@@ -18,9 +18,9 @@ import sys
 from collections.abc import AsyncIterator
 
 import pytest
+
 from fake_broker import FakeBroker
 from peer_helpers import PEERS_DIR, PeerRoute, fetch_route
-
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv.controller import NamesrvController
 

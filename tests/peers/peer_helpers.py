@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from fake_broker import FakeBroker
-
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.command import RemotingCommand

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import AsyncIterator
 
 import pytest
+
 from fake_broker import (
     COMPRESSED_FLAG,
     HEART_BEAT,
@@ -22,7 +23,6 @@ from fake_broker import (
     UNREGISTER_CLIENT,
     FakeBroker,
 )
-
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE

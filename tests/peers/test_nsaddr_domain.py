@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
+
 from fake_broker import SEND_MESSAGE
 from peer_helpers import PeerRoute, run_client
-
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.controller import NamesrvController
 

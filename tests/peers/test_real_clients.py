@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from fake_broker import SEND_MESSAGE, SEND_MESSAGE_V2, ReceivedMessage
 from peer_helpers import ClientRun, PeerRoute, run_client
 
