@@ -34,7 +34,7 @@ def register(ctrl: NamesrvController, queues: int, counter: int = 1) -> None:
 
 
 def header_of(command: RemotingCommand) -> bytes:
-    [(_, header, _)] = FrameDecoder().feed_raw(encode(command))
+    [(_, header, _, _)] = FrameDecoder().feed_raw(encode(command))
     return header
 
 

@@ -295,7 +295,8 @@ class DefaultRequestProcessor:
     def register_broker(self, request: RemotingCommand, channel: object) -> Answer:
         body = request.body
         crc = _long(request, "bodyCrc32") or 0
-        actual_crc = zlib.crc32(body) & 0x7FFFFFFF
+        full_crc = request.body_crc if request.body_crc is not None else zlib.crc32(body)
+        actual_crc = full_crc & 0x7FFFFFFF
         if crc != 0 and crc != actual_crc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         broker_id = _required(_long(request, "brokerId"), "brokerId")

@@ -33,6 +33,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # CRC-32 of the body if the decoder already computed it (large bodies), else None.
+    body_crc: int | None = None
 
     @property
     def is_response(self) -> bool:

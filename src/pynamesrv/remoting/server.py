@@ -98,14 +98,14 @@ class Connection(asyncio.Protocol):
         handler = self.server.handler
         fast_path = self.server.fast_path
         broken = None
-        for serialize, header, body in frames:
+        for serialize, header, body, body_crc in frames:
             if fast_path is not None and not body and serialize == SerializeType.JSON:
                 fast = fast_path(header)
                 if fast is not None:
                     out.append(fast)
                     continue
             try:
-                command = decode_command(serialize, header, body)
+                command = decode_command(serialize, header, body, body_crc)
             except FrameError as exc:
                 broken = exc
                 break
