@@ -1,7 +1,8 @@
 """Resident memory of a loaded name server, and the time from start to first answer.
 
-For each shape a fresh ``pynamesrv serve`` is started; we measure the time until its first
-route answer, its resident memory idle (the reference), then register the brokers (compressed
+For each shape a fresh ``pynamesrv serve`` (default settings: HTTP and journal on) is started;
+we measure the time until its first route answer, its resident memory idle once HTTP is up too
+(the reference), then register the brokers (compressed
 bodies, as a 4.x broker with compressedRegister sends them) and measure again:
 
 * 4 brokers x 1,000 topics (the Java 4.9.4 figure: 195 MB, 3.1 s to first answer);
@@ -24,7 +25,7 @@ from pathlib import Path
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.command import RemotingCommand
-from route_query import REQUEST_COMMAND, free_port
+from route_query import REQUEST_COMMAND, free_port, wait_for_port
 
 SHAPES = (
     ("4 x 1,000", 4, 1_000, True),
@@ -62,11 +63,11 @@ def first_answer(port: int, started: float) -> float:
 
 
 def measure(brokers: int, topics: int, shared: bool) -> tuple[float, float, float]:
-    port = free_port()
+    port, http_port = free_port(), free_port()
     home = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     config = home / "namesrv.properties"
     config.write_text(
-        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort=0\n"
+        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort={http_port}\n"
         f"journalDir={home / 'journal'}\n"
     )
     started = time.perf_counter()
@@ -78,6 +79,7 @@ def measure(brokers: int, topics: int, shared: bool) -> tuple[float, float, floa
     sockets = []
     try:
         startup = first_answer(port, started)
+        wait_for_port(http_port)  # the default configuration: metrics and status page up too
         idle = rss_mb(server.pid)
         for b in range(brokers):
             prefix = "T" if shared else f"b{b}-"

@@ -109,6 +109,7 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
             await broker.stop()
 
         asyncio.run(exercise())
+        wait_for_port(http_port, proc, 20)  # HTTP comes up just after the remoting port
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=5) as reply:
             assert reply.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/rocketmq/nsaddr") as reply:

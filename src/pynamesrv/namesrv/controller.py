@@ -9,6 +9,7 @@ loop but keep their order.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import socket
 import time
@@ -17,10 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from time import perf_counter
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pynamesrv import __version__
-from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
 from pynamesrv.namesrv.filestore import atomic_write
@@ -32,6 +32,9 @@ from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer
+
+if TYPE_CHECKING:
+    from pynamesrv.http.app import HttpServer
 
 log = logging.getLogger("pynamesrv")
 
@@ -93,6 +96,19 @@ class NamesrvController:
 
     # ------------------------------------------------------------------ lifecycle
 
+    async def _start_http(self) -> None:
+        """Start the HTTP side. aiohttp takes ~0.4 s to import: that happens in a worker thread
+        while the remoting port, already listening, answers route queries."""
+        loop = asyncio.get_running_loop()
+        module = await loop.run_in_executor(None, importlib.import_module, "pynamesrv.http.app")
+        http = module.HttpServer(self)
+        try:
+            await http.start(self.host, self.config.http_port)
+        except OSError:
+            await self.server.stop()
+            raise
+        self.http = http
+
     @property
     def instance(self) -> str:
         """This server's name in the journal: instanceName, else host:port."""
@@ -106,13 +122,7 @@ class NamesrvController:
         host, self.port = await self.server.start(self.host, self.config.listen_port)
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
         if self.config.http_port != 0:
-            http = HttpServer(self)
-            try:
-                await http.start(self.host, self.config.http_port)
-            except OSError:
-                await self.server.stop()
-                raise
-            self.http = http
+            await self._start_http()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         self._timers = [
             asyncio.create_task(self._expiry_loop()),
