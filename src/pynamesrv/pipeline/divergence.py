@@ -1,0 +1,167 @@
+"""namesrv_divergence: when two name servers disagreed on a cluster's live brokers.
+
+Change points, not time steps: every session start is +1 and every end -1 for its
+(cluster, instance, address). For each pair of instances the two running counts of an
+address say whether that address is live on one side only; the number of such addresses
+changes only at those points. Summed per pair and time, a running sum gives the size of
+the difference; run starts and ends (also +1/-1) say whether both instances are running.
+A row is a maximal stretch where the difference is non-empty while both run: consecutive
+change points with the same flag are grouped with a running count of flag changes
+(gaps-and-islands), all with window functions.
+
+The arrays at an interval's start come from a range join of the interval starts with the
+per-address state segments, so nothing is collected.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+DIVERGENCE_COLUMNS = (
+    "cluster",
+    "ns_a",
+    "ns_b",
+    "start_ts",
+    "end_ts",
+    "duration_s",
+    "only_in_a",
+    "only_in_b",
+)
+PAIR = ("cluster", "ns_a", "ns_b")
+
+
+def _sides(sessions: DataFrame) -> DataFrame:
+    """cluster, ns, ns_a, ns_b, is_a: each instance once per pair it is in, for the pairs of
+    instances that both have sessions of the cluster (tiny: clusters x instances^2)."""
+    present = sessions.select("cluster", "ns").distinct()
+    pairs = (
+        present.withColumnRenamed("ns", "ns_a")
+        .join(present.withColumnRenamed("ns", "ns_b"), "cluster")
+        .where(F.col("ns_a") < F.col("ns_b"))
+    )
+    return pairs.select(
+        "cluster", F.col("ns_a").alias("ns"), "ns_a", "ns_b", F.lit(True).alias("is_a")
+    ).unionByName(
+        pairs.select(
+            "cluster", F.col("ns_b").alias("ns"), "ns_a", "ns_b", F.lit(False).alias("is_a")
+        )
+    )
+
+
+def namesrv_divergence(sessions: DataFrame, runs: DataFrame) -> DataFrame:
+    """One row per maximal interval in which two instances' live sets of a cluster differ."""
+    zero = F.lit(0).cast("long")
+    one = F.lit(1).cast("long")
+    # Live-set changes (+1 at a session start, -1 at its end; open sessions never end, the
+    # common running time cuts them) and running-time changes (+1 at a run start, -1 at its
+    # end; address null), per cluster the instance has sessions of.
+    starts = sessions.select(
+        "cluster", "ns", "broker_addr", F.col("start_ts").alias("ts"), one.alias("d"),
+        zero.alias("r"),
+    )  # fmt: skip
+    ends = sessions.where(F.col("end_ts").isNotNull()).select(
+        "cluster", "ns", "broker_addr", F.col("end_ts").alias("ts"), (-one).alias("d"),
+        zero.alias("r"),
+    )  # fmt: skip
+    clusters = sessions.select("cluster", "ns").distinct()
+    run_bounds = runs.join(clusters, "ns").select(
+        "cluster", "ns", F.lit(None).cast("string").alias("broker_addr"), "start_ts", "end_ts"
+    )
+    run_starts = run_bounds.select(
+        "cluster", "ns", "broker_addr", F.col("start_ts").alias("ts"), zero.alias("d"),
+        one.alias("r"),
+    )  # fmt: skip
+    run_ends = run_bounds.select(
+        "cluster", "ns", "broker_addr", F.col("end_ts").alias("ts"), zero.alias("d"),
+        (-one).alias("r"),
+    )  # fmt: skip
+    changes = starts.unionByName(ends).unionByName(run_starts).unionByName(run_ends)
+
+    side_a = F.col("is_a")
+    per_addr = (
+        changes.join(F.broadcast(_sides(sessions)), ["cluster", "ns"])
+        .groupBy(*PAIR, "broker_addr", "ts")
+        .agg(
+            F.sum(F.when(side_a, F.col("d")).otherwise(zero)).alias("d_a"),
+            F.sum(F.when(side_a, zero).otherwise(F.col("d"))).alias("d_b"),
+            F.sum(F.when(side_a, F.col("r")).otherwise(zero)).alias("r_a"),
+            F.sum(F.when(side_a, zero).otherwise(F.col("r"))).alias("r_b"),
+        )
+    )
+    addr_order = Window.partitionBy(*PAIR, "broker_addr").orderBy("ts")
+    upto = addr_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    live_a = F.sum("d_a").over(upto) > 0
+    live_b = F.sum("d_b").over(upto) > 0
+    states = per_addr.select(
+        *PAIR,
+        "broker_addr",
+        "ts",
+        "r_a",
+        "r_b",
+        F.lead("ts").over(addr_order).alias("until_ts"),
+        live_a.alias("live_a"),
+        live_b.alias("live_b"),
+    ).withColumn(
+        "differs",
+        (F.col("broker_addr").isNotNull() & (F.col("live_a") != F.col("live_b"))).cast("int"),
+    )
+    steps = states.select(
+        *PAIR,
+        "ts",
+        "r_a",
+        "r_b",
+        (F.col("differs") - F.coalesce(F.lag("differs").over(addr_order), F.lit(0))).alias("dd"),
+    )
+    points = steps.groupBy(*PAIR, "ts").agg(
+        F.sum("dd").alias("dd"), F.sum("r_a").alias("r_a"), F.sum("r_b").alias("r_b")
+    )
+    pair_order = Window.partitionBy(*PAIR).orderBy("ts")
+    pair_upto = pair_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    flagged = points.select(
+        *PAIR,
+        "ts",
+        F.lead("ts").over(pair_order).alias("until_ts"),
+        (
+            (F.sum("dd").over(pair_upto) > 0)
+            & (F.sum("r_a").over(pair_upto) > 0)
+            & (F.sum("r_b").over(pair_upto) > 0)
+        ).alias("flag"),
+    )
+    island = F.sum(
+        (F.col("flag") != F.coalesce(F.lag("flag").over(pair_order), F.lit(False))).cast("int")
+    ).over(pair_upto)
+    intervals = (
+        flagged.withColumn("island", island)
+        .where(F.col("flag"))
+        .groupBy(*PAIR, "island")
+        .agg(F.min("ts").alias("start_ts"), F.max("until_ts").alias("end_ts"))
+        .where(F.col("end_ts").isNotNull())
+        .drop("island")
+    )
+
+    # Which addresses differ at each interval's start: the address segments covering it.
+    i = intervals.alias("i")
+    s = states.where(F.col("differs") == 1).alias("s")
+    at_start = (
+        (F.col("i.cluster") == F.col("s.cluster"))
+        & (F.col("i.ns_a") == F.col("s.ns_a"))
+        & (F.col("i.ns_b") == F.col("s.ns_b"))
+        & (F.col("s.ts") <= F.col("i.start_ts"))
+        & (F.col("s.until_ts").isNull() | (F.col("i.start_ts") < F.col("s.until_ts")))
+    )
+    only = F.array_sort(F.collect_list(F.when(F.col("s.live_a"), F.col("s.broker_addr"))))
+    only_b = F.array_sort(F.collect_list(F.when(F.col("s.live_b"), F.col("s.broker_addr"))))
+    members = (
+        i.join(s, at_start, "left")
+        .groupBy(*[F.col(f"i.{c}").alias(c) for c in (*PAIR, "start_ts", "end_ts")])
+        .agg(only.alias("only_in_a"), only_b.alias("only_in_b"))
+    )
+    return members.select(
+        *PAIR,
+        "start_ts",
+        "end_ts",
+        ((F.col("end_ts") - F.col("start_ts")) / 1000.0).alias("duration_s"),
+        "only_in_a",
+        "only_in_b",
+    )

@@ -1,0 +1,176 @@
+"""Instance running intervals and the interval each event belongs to (pipeline-semantics.md).
+
+Every table needs to know when an instance was running: sessions end where a run ends, the
+availability denominator is running time, divergence only counts while both instances run.
+A run is found without sorting the whole journal: the ``server_started`` events are few, so
+they are numbered with a window and broadcast, and each event finds its run with a range
+condition on ``(ts, seq)`` (a hash join on ``ns`` plus a filter; no shuffle of the bulk).
+
+Order within an instance is ``(ts, seq)``: ``seq`` is the writer's per-process line counter
+(0 when absent, see ``schema.read_journal``), which the semantics page allows in place of the
+file position.
+
+Events before an instance's first ``server_started`` (a journal cut by ``--from``, or one
+whose start was lost) form run 0, starting at the instance's first event. The semantics page
+does not cover that case; without it such events would belong to no run at all.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+DAY_MS: Final = 86_400_000
+MINUTE_MS: Final = 60_000
+IDENTITY: Final = ("ns", "cluster", "broker_addr")  # a broker on an instance (5.x liveness key)
+
+REGISTERED: Final = "broker_registered"
+HEARTBEAT: Final = "broker_heartbeat"
+REMOVED: Final = "broker_removed"
+STARTED: Final = "server_started"
+STOPPED: Final = "server_stopped"
+LOST: Final = "server_lost"
+
+# What the jobs read; everything else (config maps, data versions, snapshot broker lists) is
+# dropped before the events are cached, so the cache holds only what is used.
+EVENT_COLUMNS: Final = (
+    "ts",
+    "ns",
+    "seq",
+    "type",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "first",
+    "topics_added",
+    "topics_changed",
+    "reason",
+    "last_heartbeat_ts",
+    "topic",
+    "counts",
+    "topics",
+)
+
+
+def key(prefix: str = "") -> Column:
+    """The order of an event within its instance, as one comparable value."""
+    return F.struct(F.col(f"{prefix}ts").alias("ts"), F.col(f"{prefix}seq").alias("seq"))
+
+
+def project(events: DataFrame) -> DataFrame:
+    """Only the columns the tables use; snapshot topic maps only on snapshot lines."""
+    return events.select(
+        *[c for c in EVENT_COLUMNS if c != "topics"],
+        F.when(F.col("type") == "snapshot", F.col("topics")).alias("topics"),
+    )
+
+
+def running_intervals(events: DataFrame) -> DataFrame:
+    """One row per run: ns, run, from_key / until_key (the run's own start and the next
+    start, as ``(ts, seq)``; null = unbounded), start_ts, end_ts, end_reason
+    (``server_stopped``, ``server_lost`` or null = still running at the end of the data),
+    stop_key (the ``server_stopped`` that ended it) and ns_last_ts.
+
+    Small (one row per start); callers cache and broadcast it.
+    """
+    by_ns = Window.partitionBy("ns").orderBy("ts", "seq")
+    starts = events.where(F.col("type") == STARTED).select(
+        "ns",
+        F.row_number().over(by_ns).alias("run"),
+        key().alias("from_key"),
+        F.lead(key()).over(by_ns).alias("until_key"),
+    )
+    tagged = _tag(events.select("ns", "ts", "seq", "type"), starts, how="left")
+    stats = tagged.groupBy("ns", F.coalesce("run", F.lit(0)).alias("run")).agg(
+        F.min("ts").alias("start_ts"),
+        F.max("ts").alias("last_ts"),
+        F.min(F.when(F.col("type") == STOPPED, key())).alias("stop_key"),
+    )
+    first_start = starts.groupBy("ns").agg(F.min("from_key").alias("first_key"))
+    runs = (
+        stats.join(starts, ["ns", "run"], "left")
+        .join(F.broadcast(first_start), "ns", "left")
+        .withColumn(
+            "until_key",
+            F.when(F.col("run") == 0, F.col("first_key")).otherwise(F.col("until_key")),
+        )
+    )
+    by_run = Window.partitionBy("ns").orderBy("run")
+    has_next = F.lead("run").over(by_run).isNotNull()
+    return runs.select(
+        "ns",
+        "run",
+        "from_key",
+        "until_key",
+        "start_ts",
+        F.coalesce(F.col("stop_key.ts"), F.col("last_ts")).alias("end_ts"),
+        F.when(F.col("stop_key").isNotNull(), F.lit(STOPPED))
+        .when(has_next, F.lit(LOST))
+        .alias("end_reason"),
+        "stop_key",
+        F.max("last_ts").over(Window.partitionBy("ns")).alias("ns_last_ts"),
+    )
+
+
+def _tag(events: DataFrame, runs: DataFrame, how: str = "inner") -> DataFrame:
+    """Each event with the ``run`` it belongs to (and the run's columns)."""
+    r = F.broadcast(runs.alias("r"))
+    e = events.alias("e")
+    ts, seq = F.col("e.ts"), F.col("e.seq")
+    # (ts, seq) >= from and < until, spelled with scalars: this runs once per journal line,
+    # and building two structs per line and comparison costs more than the comparisons.
+    after_start = (
+        F.col("r.from_key").isNull()
+        | (ts > F.col("r.from_key.ts"))
+        | ((ts == F.col("r.from_key.ts")) & (seq >= F.col("r.from_key.seq")))
+    )
+    before_next = (
+        F.col("r.until_key").isNull()
+        | (ts < F.col("r.until_key.ts"))
+        | ((ts == F.col("r.until_key.ts")) & (seq < F.col("r.until_key.seq")))
+    )
+    inside = (F.col("e.ns") == F.col("r.ns")) & after_start & before_next
+    joined = e.join(r, inside, how)
+    return joined.select("e.*", *[F.col(f"r.{c}") for c in runs.columns if c != "ns"])
+
+
+def with_runs(events: DataFrame, runs: DataFrame) -> DataFrame:
+    """Events with run, run_start_ts, run_end_ts, run_end_reason, run_stop_key, ns_last_ts."""
+    tagged = _tag(
+        events,
+        runs.select(
+            "ns",
+            "run",
+            "from_key",
+            "until_key",
+            F.col("start_ts").alias("run_start_ts"),
+            F.col("end_ts").alias("run_end_ts"),
+            F.col("end_reason").alias("run_end_reason"),
+            F.col("stop_key").alias("run_stop_key"),
+            "ns_last_ts",
+        ),
+    )
+    return tagged.drop("from_key", "until_key")
+
+
+def day_start(ms: Column) -> Column:
+    """Midnight UTC of the day holding ``ms`` (epoch ms; arithmetic, no time zone)."""
+    return F.floor(ms / F.lit(DAY_MS)).cast("long") * F.lit(DAY_MS)
+
+
+def days_of(start: Column, end: Column) -> Column:
+    """Midnights of every UTC day that ``[start, end]`` touches (for ``explode``)."""
+    return F.sequence(day_start(start), day_start(end), F.lit(DAY_MS).cast("long"))
+
+
+def overlap_ms(start: Column, end: Column, lo: Column, hi: Column) -> Column:
+    """Length of ``[start, end) ∩ [lo, hi)`` in ms, never negative."""
+    return F.greatest(F.least(end, hi) - F.greatest(start, lo), F.lit(0).cast("long"))
+
+
+def as_date(midnight_ms: Column) -> Column:
+    """A UTC midnight in ms as a DATE, independent of the session time zone."""
+    return F.date_from_unix_date((midnight_ms / F.lit(DAY_MS)).cast("int"))

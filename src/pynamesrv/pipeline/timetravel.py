@@ -1,0 +1,308 @@
+"""routes-at: the route table an instance held at a past moment (pipeline-semantics.md).
+
+A point query: Spark reads the journals and reduces them to each instance's events from its
+last snapshot (or ``server_started``) at or before T up to T, without heartbeats and query
+counts; those few rows are replayed in Python exactly as ``namesrv.routes`` applies them.
+
+Digests make "the same route" checkable: ``route_digest`` turns a live GET_ROUTEINFO_BY_TOPIC
+body and a rebuilt route into the same canonical JSON. The canonical form keeps only what the
+journal can reproduce: broker groups (cluster, name, addresses by id) and queue data (name,
+read and write queue numbers, perm). ``topicSysFlag``, ``zoneName``, filter servers and the
+order config are not journaled, so they are left out on both sides rather than guessed.
+
+Not journaled either, so invisible here: REGISTER_TOPIC_IN_NAMESRV, and a DELETE_TOPIC for
+one cluster that leaves the topic on other brokers (no event is written for either).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pynamesrv.pipeline.runs import REGISTERED, REMOVED, STARTED, key
+from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.remoting import fastjson
+
+Route = dict[str, list[dict[str, Any]]]
+
+_REPLAYED = (STARTED, "snapshot", REGISTERED, REMOVED, "topic_removed", "perm_changed")
+_COLUMNS = (
+    "ns",
+    "ts",
+    "seq",
+    "type",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "topics_added",
+    "topics_changed",
+    "topic_configs",
+    "topic",
+    "op",
+    "brokers",
+    "topics",
+)
+PERM_WRITE = 2
+PERM_READ_WRITE = 6
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces: the bytes the digests are taken of."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_route(route_body: Mapping[str, Any] | bytes | str) -> Route:
+    """A GET_ROUTEINFO_BY_TOPIC body (dict, or its bytes in either JSON dialect) reduced to
+    what the journal records: brokerDatas and queueDatas sorted by broker name, address keys
+    as strings."""
+    body = fastjson.loads(route_body) if isinstance(route_body, bytes | str) else route_body
+    brokers = [
+        {
+            "brokerAddrs": {str(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
+            "brokerName": b.get("brokerName"),
+            "cluster": b.get("cluster"),
+        }
+        for b in body.get("brokerDatas") or []
+    ]
+    queues = [
+        {
+            "brokerName": q.get("brokerName"),
+            "perm": int(q.get("perm", 0)),
+            "readQueueNums": int(q.get("readQueueNums", 0)),
+            "writeQueueNums": int(q.get("writeQueueNums", 0)),
+        }
+        for q in body.get("queueDatas") or []
+    ]
+    return {
+        "brokerDatas": sorted(brokers, key=lambda b: str(b["brokerName"])),
+        "queueDatas": sorted(queues, key=lambda q: str(q["brokerName"])),
+    }
+
+
+def route_digest(route_body: Mapping[str, Any] | bytes | str) -> str:
+    """SHA-256 of the canonical JSON of one topic's route (live answer or rebuilt)."""
+    return hashlib.sha256(canonical_json(canonical_route(route_body))).hexdigest()
+
+
+def table_digest(routes: Mapping[str, Route]) -> str:
+    """SHA-256 of the canonical JSON of a whole ``{topic: route}`` table."""
+    return hashlib.sha256(
+        canonical_json({t: canonical_route(r) for t, r in routes.items()})
+    ).hexdigest()
+
+
+@dataclass(slots=True)
+class RouteTable:
+    """The part of ``RouteInfoManager``'s state a route answer is made of."""
+
+    # broker name -> (cluster, {broker id: address}): BrokerData
+    groups: dict[str, tuple[str, dict[int, str]]] = field(default_factory=dict)
+    # topic -> broker name -> {read, write, perm}: QueueData
+    queues: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_snapshot(cls, row: Mapping[str, Any]) -> RouteTable:
+        table = cls()
+        for broker in row.get("brokers") or []:
+            _, addrs = table.groups.setdefault(broker["broker_name"], (broker["cluster"], {}))
+            addrs[int(broker["broker_id"])] = broker["broker_addr"]
+        for topic, queue_list in (row.get("topics") or {}).items():
+            per_broker = table.queues.setdefault(topic, {})
+            for q in queue_list or []:
+                per_broker[q["broker_name"]] = {
+                    "read": int(q["read"]),
+                    "write": int(q["write"]),
+                    "perm": int(q["perm"]),
+                }
+        return table
+
+    def register(self, row: Mapping[str, Any], configs: Mapping[str, Mapping[str, int]]) -> None:
+        """A registration: the address joins its group (replacing another id on the same
+        address), the named topics take their queue data."""
+        name, addr, broker_id = row["broker_name"], row["broker_addr"], int(row["broker_id"])
+        cluster, addrs = self.groups.get(name, (row["cluster"], {}))  # first cluster stays
+        for other in [i for i, a in addrs.items() if a == addr and i != broker_id]:
+            del addrs[other]
+        addrs[broker_id] = addr
+        self.groups[name] = (cluster, addrs)
+        for topic in [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]:
+            config = configs.get(topic)
+            if config is not None:
+                self.queues.setdefault(topic, {})[name] = {
+                    "read": int(config["read"]),
+                    "write": int(config["write"]),
+                    "perm": int(config["perm"]),
+                }
+
+    def remove(self, row: Mapping[str, Any]) -> None:
+        """A removal drops the address; a group left empty loses its queue data."""
+        name, addr = row["broker_name"], row["broker_addr"]
+        group = self.groups.get(name)
+        if group is None:
+            return
+        addrs = group[1]
+        for broker_id in [i for i, a in addrs.items() if a == addr]:
+            del addrs[broker_id]
+        if addrs:
+            return
+        del self.groups[name]
+        for topic in list(self.queues):
+            self.queues[topic].pop(name, None)
+            if not self.queues[topic]:
+                del self.queues[topic]
+
+    def set_perm(self, broker_name: str, op: str) -> None:
+        for per_broker in self.queues.values():
+            qd = per_broker.get(broker_name)
+            if qd is not None:
+                qd["perm"] = qd["perm"] & ~PERM_WRITE if op == "wipe" else PERM_READ_WRITE
+
+    def routes(self) -> dict[str, Route]:
+        """``{topic: route}`` in canonical form, topics sorted; a topic none of whose brokers
+        has an address has no route (the server answers TOPIC_NOT_EXIST)."""
+        out: dict[str, Route] = {}
+        for topic in sorted(self.queues):
+            per_broker = self.queues[topic]
+            broker_datas = [
+                {
+                    "brokerAddrs": {str(i): a for i, a in sorted(self.groups[n][1].items())},
+                    "brokerName": n,
+                    "cluster": self.groups[n][0],
+                }
+                for n in sorted(per_broker)
+                if n in self.groups
+            ]
+            if not broker_datas:
+                continue
+            out[topic] = {
+                "brokerDatas": broker_datas,
+                "queueDatas": [
+                    {
+                        "brokerName": n,
+                        "perm": qd["perm"],
+                        "readQueueNums": qd["read"],
+                        "writeQueueNums": qd["write"],
+                    }
+                    for n, qd in sorted(per_broker.items())
+                ],
+            }
+        return out
+
+
+def replay(
+    rows: Iterable[Mapping[str, Any]], later_snapshot: Mapping[str, Any] | None = None
+) -> RouteTable:
+    """Apply one instance's events in order, from its base (snapshot or start) on.
+
+    A registration that names a topic without ``topic_configs`` (journals written before that
+    field existed) takes the topic's queue data from ``later_snapshot``, the first snapshot
+    after T, when there is one.
+    """
+    fallback: dict[str, dict[str, dict[str, int]]] = {}
+    if later_snapshot is not None:
+        fallback = RouteTable.from_snapshot(later_snapshot).queues
+    table = RouteTable()
+    for row in rows:
+        kind = row["type"]
+        if kind == STARTED:
+            table = RouteTable()
+        elif kind == "snapshot":
+            table = RouteTable.from_snapshot(row)
+        elif kind == REGISTERED:
+            configs = dict(row.get("topic_configs") or {})
+            for topic in [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]:
+                if topic not in configs and row["broker_name"] in fallback.get(topic, {}):
+                    configs[topic] = fallback[topic][row["broker_name"]]
+            table.register(row, configs)
+        elif kind == REMOVED:
+            table.remove(row)
+        elif kind == "topic_removed":
+            table.queues.pop(row["topic"], None)
+        elif kind == "perm_changed":
+            table.set_perm(row["broker_name"], row["op"])
+    return table
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    return row.asDict(recursive=True)
+
+
+def routes_at(
+    spark: SparkSession,
+    paths: Sequence[str],
+    at_ms: int,
+    *,
+    instance: str | None = None,
+) -> dict[str, dict[str, Route]]:
+    """``{instance: {topic: route}}`` as each instance (or only ``instance``) held it at
+    ``at_ms`` (events at exactly ``at_ms`` included)."""
+    events: DataFrame = read_journal(spark, paths, to_ts=at_ms + 1)
+    if instance is not None:
+        events = events.where(F.col("ns") == instance)
+    events = events.where(F.col("type").isin(*_REPLAYED)).select(*_COLUMNS)
+    base = (
+        events.where(F.col("type").isin(STARTED, "snapshot"))
+        .groupBy("ns")
+        .agg(F.max(key()).alias("base"))
+    )
+    wanted = events.join(F.broadcast(base), "ns", "left").where(
+        F.col("base").isNull() | (key() >= F.col("base"))
+    )
+    rows = [_as_dict(r) for r in wanted.drop("base").collect()]
+    by_ns: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["ns"], r["ts"], r["seq"])):
+        by_ns.setdefault(row["ns"], []).append(row)
+    out: dict[str, dict[str, Route]] = {}
+    for ns, ns_rows in sorted(by_ns.items()):
+        later = None
+        if _needs_fallback(ns_rows):
+            later = _next_snapshot(spark, paths, ns, at_ms)
+        out[ns] = replay(ns_rows, later).routes()
+    return out
+
+
+def _needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
+    for row in rows:
+        if row["type"] == REGISTERED:
+            named = [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]
+            if any(t not in (row.get("topic_configs") or {}) for t in named):
+                return True
+    return False
+
+
+def _next_snapshot(
+    spark: SparkSession, paths: Sequence[str], ns: str, at_ms: int
+) -> dict[str, Any] | None:
+    """The first snapshot of ``ns`` after ``at_ms`` (only for journals without topic_configs)."""
+    later = (
+        read_journal(spark, paths, from_ts=at_ms + 1)
+        .where((F.col("ns") == ns) & (F.col("type") == "snapshot"))
+        .orderBy("ts", "seq")
+        .select("brokers", "topics")
+        .limit(1)
+        .collect()
+    )
+    return _as_dict(later[0]) if later else None
+
+
+def describe(routes: Mapping[str, Mapping[str, Route]], at_ms: int) -> dict[str, Any]:
+    """The printed answer: per instance the table digest, and per topic the route and its
+    digest (compare with ``route_digest`` of a live answer)."""
+    return {
+        ns: {
+            "time": at_ms,
+            "digest": table_digest(table),
+            "topics": {
+                topic: {"digest": route_digest(route), "route": route}
+                for topic, route in table.items()
+            },
+        }
+        for ns, table in routes.items()
+    }

@@ -1,0 +1,106 @@
+"""The pipeline against the generator's ground truth: every table, every row.
+
+Two small deployments (12 brokers, 2 instances, 2 h): one ends with both instances stopped
+and goes through the whole job (Parquet and report.html), the other leaves them running so
+that sessions are still open at the end of the data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pynamesrv.pipeline.generate import GroundTruth, generate
+from pynamesrv.pipeline.job import TABLES, Derived, PipelineResult, run_pipeline
+from pynamesrv.pipeline.schema import read_journal
+
+from .journals import assert_same_rows
+
+SMALL = {"brokers": 12, "instances": 2, "hours": 2}
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GroundTruth]:
+    root = tmp_path_factory.mktemp("stopped")
+    return root, generate(root, **SMALL, seed=1, stop_at_end=True)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def still_running(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Derived, GroundTruth]]:
+    root = tmp_path_factory.mktemp("running")
+    truth = generate(root, **SMALL, seed=2, stop_at_end=False)  # type: ignore[arg-type]
+    derived = Derived.of(read_journal(spark, [str(root / "*")]), truth.params["heartbeat_s"])
+    yield derived, truth
+    derived.release()
+
+
+@pytest.fixture(scope="module")
+def job(
+    spark: SparkSession,
+    stopped: tuple[Path, GroundTruth],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, PipelineResult, list[str]]:
+    """The whole job, once, on the stopped deployment."""
+    root, truth = stopped
+    out = tmp_path_factory.mktemp("job") / "out"
+    stages: list[str] = []
+    result = run_pipeline(
+        spark,
+        [str(root)],
+        str(out),
+        heartbeat_interval_s=truth.params["heartbeat_s"],
+        progress=lambda stage, seconds, detail: stages.append(stage),
+    )
+    return out, result, stages
+
+
+def test_job_writes_every_table_equal_to_the_ground_truth(
+    spark: SparkSession,
+    stopped: tuple[Path, GroundTruth],
+    job: tuple[Path, PipelineResult, list[str]],
+) -> None:
+    _, truth = stopped
+    out, result, stages = job
+    assert stages == ["read journal", "running intervals", "sessions", *TABLES, "report.html"]
+    for name in TABLES:
+        frame = spark.read.parquet(str(out / name))
+        assert_same_rows(frame.collect(), truth.table(name), frame.columns)
+        assert result.rows[name] == len(truth.table(name))
+    assert all(truth.table(name) for name in TABLES)  # the scenario exercises every table
+
+
+def test_report_is_one_self_contained_page(job: tuple[Path, PipelineResult, list[str]]) -> None:
+    out, result, _ = job
+    page = (out / "report.html").read_text()
+    assert result.report == str(out / "report.html")
+    assert page.startswith("<!DOCTYPE html>")
+    for heading in (
+        "Headline",
+        "Availability timeline per broker",
+        "Detection latency by reason",
+        "Stale-route exposure by topic",
+        "Name-server divergence per pair of instances",
+        "Queue skew",
+    ):
+        assert heading in page
+    assert page.count("<svg") >= 6
+    # No script, stylesheet, image or font from anywhere: only the SVG namespace is a URL.
+    assert "<script" not in page and "<link" not in page and "<img" not in page
+    assert set(re.findall(r"https?://[^\s\"'<>)]+", page)) == {"http://www.w3.org/2000/svg"}
+    assert f"{result.events:,}" in page
+
+
+def test_open_sessions_at_the_end_match_the_ground_truth(
+    still_running: tuple[Derived, GroundTruth],
+) -> None:
+    derived, truth = still_running
+    for name in TABLES:
+        frame = derived.table(name)
+        assert_same_rows(frame.collect(), truth.table(name), frame.columns)
+    assert any(row["end_ts"] is None for row in truth.broker_sessions)

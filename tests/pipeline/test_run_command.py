@@ -1,0 +1,102 @@
+"""``pynamesrv pipeline run`` as an operator uses it, and the input it must survive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from pynamesrv.cli.pipeline import pipeline
+from pynamesrv.pipeline.job import TABLES, Derived, run_pipeline
+from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.pipeline.sessions import SESSION_COLUMNS
+
+from .journals import (
+    assert_same_rows,
+    heartbeat,
+    ms,
+    registered,
+    removed,
+    started,
+    stopped,
+    write_journal,
+)
+
+A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911"
+
+
+def small_journal(root: Path) -> None:
+    """One crash, one stop, a torn last line, and an instance directory with no file."""
+    files = write_journal(
+        root,
+        "n1:1",
+        [
+            started(0),
+            registered(10, "C", "b1", A1, added={"T": (4, 4, 6)}),
+            registered(20, "C", "b2", A2, added={"T": (4, 4, 6)}),
+            heartbeat(40, "C", "b1", A1),
+            removed(100, "C", "b2", A2, "expired", 20),
+            heartbeat(130, "C", "b1", A1),
+            started(200),
+            registered(210, "C", "b1", A1, added={"T": (4, 4, 6)}),
+            heartbeat(240, "C", "b1", A1),
+            stopped(260),
+        ],
+    )
+    with files[-1].open("ab") as handle:
+        handle.write(b'{"ts": 1767225860000, "ns": "n1:1", "seq": 7, "type": "broker_re')
+    (root / "n2_1").mkdir()
+
+
+def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    small_journal(tmp_path / "journal")
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        pipeline,
+        ["run", "--journal", str(tmp_path / "journal"), "--journal", str(empty),
+         "--out", str(out), "--heartbeat-interval", "30"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for stage in ("read journal", *TABLES, "report.html"):
+        assert stage in result.stderr
+    assert "10 events from 1 instance(s)" in result.stderr  # the torn line is not an event
+    for name in TABLES:
+        assert list((out / name).glob("*.parquet")), name
+    assert (out / "report.html").stat().st_size > 1000
+    sessions = spark.read.parquet(str(out / "broker_sessions")).collect()
+    assert sorted((s["broker_addr"], s["end_reason"]) for s in sessions) == [
+        (A1, "server_lost"),
+        (A1, "server_stopped"),
+        (A2, "expired"),
+    ]
+
+
+def test_an_empty_journal_directory_gives_empty_tables(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "journal" / "h_1").mkdir(parents=True)
+    result = run_pipeline(spark, [str(tmp_path / "journal")], str(tmp_path / "out"))
+    assert result.events == 0
+    assert result.rows == dict.fromkeys(TABLES, 0)
+    assert "No broker sessions." in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_from_to_window_starts_a_run_at_its_first_event(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Cut at [100 s, 250 s): the run before the crash is entered mid-way (run 0 from the
+    first event in the window), the b2 session that began before the window is not one."""
+    small_journal(tmp_path)
+    derived = Derived.of(read_journal(spark, [str(tmp_path)], from_ts=ms(100), to_ts=ms(250)))
+    try:
+        sessions = derived.table("broker_sessions").collect()
+        runs = sorted((r["start_ts"], r["end_ts"], r["end_reason"]) for r in derived.runs.collect())
+    finally:
+        derived.release()
+    assert runs == [(ms(100), ms(130), "server_lost"), (ms(200), ms(240), None)]
+    expected = [("n1:1", "C", "b1", 0, A1, ms(210), None, None, None)]
+    assert_same_rows(sessions, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected],
+                     SESSION_COLUMNS)  # fmt: skip

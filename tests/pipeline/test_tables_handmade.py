@@ -1,0 +1,356 @@
+"""Every table on tiny hand-made journals whose expected rows were computed by hand.
+
+Each journal pins edge cases of pipeline-semantics.md: a crash (server_lost), a graceful stop
+(server_stopped), sessions still open at the end, equal timestamps ordered by ``seq``, one
+address registered in two clusters, a session across midnight, a null last heartbeat, a
+torn last line and an empty instance directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS
+from pynamesrv.pipeline.divergence import DIVERGENCE_COLUMNS
+from pynamesrv.pipeline.exposure import EXPOSURE_COLUMNS
+from pynamesrv.pipeline.job import Derived
+from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.pipeline.sessions import AVAILABILITY_COLUMNS, LATENCY_COLUMNS, SESSION_COLUMNS
+
+from .journals import (
+    T0,
+    assert_same_rows,
+    heartbeat,
+    ms,
+    registered,
+    removed,
+    route_queries,
+    snapshot,
+    started,
+    stopped,
+    topic_removed,
+    write_journal,
+)
+
+A1, A2, A3, A9 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911", "10.0.0.9:10911"
+DAY1, DAY2 = "2026-01-01", "2026-01-02"
+
+
+def derive(spark: SparkSession, root: Path, heartbeat_interval_s: float = 30.0) -> Derived:
+    return Derived.of(read_journal(spark, [str(root)]), heartbeat_interval_s)
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+@pytest.fixture(scope="module")
+def lifecycle(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Derived]:
+    """n1: three runs (crash, graceful stop, still running); n2: a session across midnight."""
+    root = tmp_path_factory.mktemp("lifecycle")
+    files = write_journal(
+        root,
+        "n1:1",
+        [
+            started(0),
+            snapshot(0),
+            registered(10, "C", "b1", A1, added={"T1": (4, 4, 6)}),
+            registered(10, "C", "b2", A2, added={"T2": (4, 4, 6)}),  # same ts as b1
+            heartbeat(40, "C", "b1", A1),
+            removed(50, "C", "b2", A2, "unregister", 10),
+            topic_removed(50, "T2"),
+            registered(50, "C", "b2", A2, added={"T2": (4, 4, 6)}),  # back in the same ms
+            heartbeat(70, "C", "b1", A1),
+            removed(95, "C", "b1", A1, "expired", 70),
+            topic_removed(95, "T1"),
+            registered(100, "C", "b1", A1, added={"T1": (4, 4, 6)}),
+            heartbeat(120, "C", "b2", A2),
+            heartbeat(130, "C", "b1", A1),  # last line before the crash
+            started(200),  # no server_stopped before: run 1 was lost at 130
+            snapshot(200),
+            registered(210, "C", "b1", A1, added={"T1": (4, 4, 6)}),
+            registered(210, "C2", "b1", A1),  # the same address in a second cluster
+            removed(240, "C2", "b1", A1, "channel_idle", 210),
+            heartbeat(250, "C", "b1", A1),
+            stopped(260),
+            started(300),
+            snapshot(300),
+            registered(310, "C", "b1", A1, added={"T1": (4, 4, 6)}),
+            registered(320, "C", "b3", A3, broker_id=1),
+            removed(330, "C", "b9", A9, "unregister", None),  # never live: no heartbeat
+            heartbeat(340, "C", "b1", A1),  # the end of the data: b1 and b3 still open
+        ],
+    )
+    with files[-1].open("ab") as handle:
+        handle.write(b'{"ts": 1767225941000, "ns": "n1:1", "seq": 99, "type": "broker_hea')
+    day = 86_400
+    write_journal(
+        root,
+        "n2:1",
+        [
+            started(day - 60),
+            registered(day - 30, "C", "b1", A1),
+            removed(day + 30, "C", "b1", A1, "expired", day - 30),
+            stopped(day + 60),
+        ],
+    )
+    (root / "n3_1").mkdir()  # an instance that never wrote a line
+    derived = derive(spark, root)
+    yield derived
+    derived.release()
+
+
+def test_sessions_end_at_removal_stop_crash_or_stay_open(lifecycle: Derived) -> None:
+    day = 86_400
+    expected = [
+        ("n1:1", "C", "b1", 0, A1, ms(10), ms(95), "expired", 85.0),
+        ("n1:1", "C", "b2", 0, A2, ms(10), ms(50), "unregister", 40.0),
+        ("n1:1", "C", "b2", 0, A2, ms(50), ms(130), "server_lost", 80.0),
+        ("n1:1", "C", "b1", 0, A1, ms(100), ms(130), "server_lost", 30.0),
+        ("n1:1", "C", "b1", 0, A1, ms(210), ms(260), "server_stopped", 50.0),
+        ("n1:1", "C2", "b1", 0, A1, ms(210), ms(240), "channel_idle", 30.0),
+        ("n1:1", "C", "b1", 0, A1, ms(310), None, None, None),
+        ("n1:1", "C", "b3", 1, A3, ms(320), None, None, None),
+        ("n2:1", "C", "b1", 0, A1, ms(day - 30), ms(day + 30), "expired", 60.0),
+    ]
+    actual = lifecycle.table("broker_sessions").collect()
+    assert_same_rows(
+        actual, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected], SESSION_COLUMNS
+    )
+
+
+def test_detection_latency_one_row_per_removal_null_when_never_heard(lifecycle: Derived) -> None:
+    day = 86_400
+    expected = [
+        ("n1:1", "C", "b2", 0, A2, ms(50), ms(10), 40.0, "unregister"),
+        ("n1:1", "C", "b1", 0, A1, ms(95), ms(70), 25.0, "expired"),
+        ("n1:1", "C2", "b1", 0, A1, ms(240), ms(210), 30.0, "channel_idle"),
+        ("n1:1", "C", "b9", 0, A9, ms(330), None, None, "unregister"),
+        ("n2:1", "C", "b1", 0, A1, ms(day + 30), ms(day - 30), 60.0, "expired"),
+    ]
+    actual = lifecycle.table("detection_latency").collect()
+    assert_same_rows(
+        actual, [dict(zip(LATENCY_COLUMNS, r, strict=True)) for r in expected], LATENCY_COLUMNS
+    )
+
+
+def test_availability_per_day_counts_running_time_outages_and_recovery(lifecycle: Derived) -> None:
+    covered = 130 + 60 + 40  # run 1 lost at 130, run 2 stopped at 260, run 3 to the last event
+    expected = [
+        # b1: 10-95, 100-130, 210-260, 310-340 (open); the expiry at 95 recovered at 100
+        ("n1:1", "C", "b1", 0, A1, DAY1, 195.0, 195 / covered, 1, 5.0),
+        # b2: 10-50, 50-130; unregistered and back in the same millisecond
+        ("n1:1", "C", "b2", 0, A2, DAY1, 120.0, 120 / covered, 1, 0.0),
+        ("n1:1", "C2", "b1", 0, A1, DAY1, 30.0, 30 / covered, 1, None),
+        ("n1:1", "C", "b3", 1, A3, DAY1, 20.0, 20 / covered, 0, None),
+        # n2: started 23:59:00, routed 23:59:30 - 00:00:30, stopped 00:01:00
+        ("n2:1", "C", "b1", 0, A1, DAY1, 30.0, 0.5, 0, None),
+        ("n2:1", "C", "b1", 0, A1, DAY2, 30.0, 0.5, 1, None),
+    ]
+    actual = lifecycle.table("broker_availability").collect()
+    assert_same_rows(
+        actual,
+        [dict(zip(AVAILABILITY_COLUMNS, r, strict=True)) for r in expected],
+        AVAILABILITY_COLUMNS,
+    )
+
+
+def test_running_intervals_of_a_crashed_stopped_and_running_instance(lifecycle: Derived) -> None:
+    runs = {
+        (r["ns"], r["start_ts"], r["end_ts"], r["end_reason"]) for r in lifecycle.runs.collect()
+    }
+    day = 86_400
+    assert runs == {
+        ("n1:1", ms(0), ms(130), "server_lost"),
+        ("n1:1", ms(200), ms(260), "server_stopped"),
+        ("n1:1", ms(300), ms(340), None),
+        ("n2:1", ms(day - 60), ms(day + 60), "server_stopped"),
+    }
+
+
+# ----------------------------------------------------------------------------- exposure
+
+
+@pytest.fixture(scope="module")
+def exposure_journal(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Derived]:
+    """bA heartbeats at 5, 35, 80, 110, 140, 200 (a registration re-adding U); bB at 5, 20
+    then silent until it expires at 140; U is deleted at 150; stop at 250."""
+    root = tmp_path_factory.mktemp("exposure")
+    write_journal(
+        root,
+        "x:1",
+        [
+            started(0),
+            snapshot(0),
+            registered(5, "C", "bA", A1, added={"T": (4, 4, 6), "U": (2, 2, 6)}),
+            registered(5, "C", "bB", A2, added={"T": (4, 4, 6)}),
+            heartbeat(20, "C", "bB", A2),
+            heartbeat(35, "C", "bA", A1),
+            route_queries(60, {"T": 10}),
+            heartbeat(80, "C", "bA", A1),
+            heartbeat(110, "C", "bA", A1),
+            route_queries(120, {"T": 20, "U": 5}),
+            heartbeat(140, "C", "bA", A1),
+            removed(140, "C", "bB", A2, "expired", 20),
+            topic_removed(150, "U", "deleted"),
+            route_queries(180, {"T": 6, "U": 3}),
+            registered(200, "C", "bA", A1, first=False, added={"U": (2, 2, 6)}),
+            route_queries(240, {"U": 9}),
+            route_queries(250, {"T": 1}, window_s=10),  # the stop's partial window
+            stopped(250),
+        ],
+    )
+    derived = derive(spark, root)
+    yield derived
+    derived.release()
+
+
+def test_stale_route_exposure_unions_stale_brokers_per_topic_minute(
+    exposure_journal: Derived,
+) -> None:
+    def row(topic: str, minute: int, brokers: int, queries: int, stale: float) -> dict:
+        return {
+            "ns": "x:1",
+            "topic": topic,
+            "minute": T0 + minute * 60_000,
+            "stale_brokers": brokers,
+            "queries": queries,
+            "stale_seconds": stale,
+            "exposed_queries": queries * stale / 60,
+        }
+
+    # stale: bA [65,80) [170,200) [230,250); bB [50,140). U is bA's in [5,150) and from 200
+    # on, so bA's [170,200) is no exposure of U.
+    expected = [
+        row("T", 0, 1, 10, 10.0),
+        row("T", 1, 2, 20, 60.0),  # bA's [65,80) lies inside bB's [60,120)
+        row("T", 2, 2, 6, 30.0),  # bB [120,140) + bA [170,180)
+        row("T", 3, 1, 0, 30.0),  # no T in the route_queries line of 240
+        row("T", 4, 1, 0, 10.0),  # the stop's off-minute line counts for no minute
+        row("U", 1, 1, 5, 15.0),
+        row("U", 3, 1, 9, 10.0),
+        row("U", 4, 1, 0, 10.0),
+    ]
+    actual = exposure_journal.table("stale_route_exposure").collect()
+    assert_same_rows(actual, expected, EXPOSURE_COLUMNS)
+
+
+def test_longer_heartbeat_interval_shrinks_exposure(
+    spark: SparkSession, exposure_journal: Derived
+) -> None:
+    from pynamesrv.pipeline.exposure import stale_route_exposure
+
+    # H = 60 s: only bB's silence (last heartbeat 20, expired 140) is long enough: [80, 140).
+    actual = stale_route_exposure(exposure_journal.tagged, 60.0).collect()
+    expected = [
+        {"ns": "x:1", "topic": "T", "minute": T0 + 60_000, "stale_brokers": 1, "queries": 20,
+         "stale_seconds": 40.0, "exposed_queries": 20 * 40 / 60},
+        {"ns": "x:1", "topic": "T", "minute": T0 + 120_000, "stale_brokers": 1, "queries": 6,
+         "stale_seconds": 20.0, "exposed_queries": 2.0},
+    ]  # fmt: skip
+    assert_same_rows(actual, expected, EXPOSURE_COLUMNS)
+
+
+# ----------------------------------------------------------------------------- divergence
+
+
+@pytest.fixture(scope="module")
+def divergence_journal(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Derived]:
+    root = tmp_path_factory.mktemp("divergence")
+    write_journal(
+        root,
+        "a:1",
+        [
+            started(0),
+            registered(10, "C", "b1", A1),
+            registered(10, "C", "b2", A2),
+            removed(50, "C", "b2", A2, "expired", 10),
+            registered(80, "C", "b2", A2),
+            registered(90, "D", "d1", A9),  # cluster D lives on a:1 only: no pair
+            stopped(200),
+        ],
+    )
+    write_journal(
+        root,
+        "b:1",
+        [
+            started(5),
+            registered(20, "C", "b1", A1),
+            registered(30, "C", "b2", A2),
+            registered(60, "C", "b3", A3),
+            removed(70, "C", "b3", A3, "channel_closed", 60),
+            removed(100, "C", "b1", A1, "expired", 20),
+            heartbeat(150, "C", "b2", A2),  # then a crash
+            started(160),
+            registered(165, "C", "b2", A2),
+            heartbeat(220, "C", "b2", A2),
+        ],
+    )
+    derived = derive(spark, root)
+    yield derived
+    derived.release()
+
+
+def test_divergence_maximal_intervals_while_both_run(divergence_journal: Derived) -> None:
+    expected = [
+        ("C", "a:1", "b:1", ms(10), ms(30), 20.0, [A1, A2], []),
+        ("C", "a:1", "b:1", ms(50), ms(80), 30.0, [], [A2]),  # A3 joining b does not split
+        ("C", "a:1", "b:1", ms(100), ms(150), 50.0, [A1], []),  # b crashed at 150
+        ("C", "a:1", "b:1", ms(160), ms(200), 40.0, [A1, A2], []),  # a stopped at 200
+    ]
+    actual = divergence_journal.table("namesrv_divergence").collect()
+    assert_same_rows(
+        actual,
+        [dict(zip(DIVERGENCE_COLUMNS, r, strict=True)) for r in expected],
+        DIVERGENCE_COLUMNS,
+    )
+
+
+# ----------------------------------------------------------------------------- distribution
+
+
+def test_topic_distribution_from_the_last_snapshot(spark: SparkSession, tmp_path: Path) -> None:
+    write_journal(
+        tmp_path,
+        "d:1",
+        [
+            started(0),
+            snapshot(0, {"old": [("bA", 1, 1, 6)]}),
+            snapshot(600, {"stale": [("bA", 1, 1, 6)]}),
+            snapshot(
+                600,  # same ms, later line: this one is the last
+                {
+                    "T1": [("bA", 8, 8, 6), ("bB", 8, 8, 6)],
+                    "T2": [("bA", 4, 16, 6), ("bB", 4, 4, 6), ("bC", 4, 4, 6)],
+                    "T3": [("bA", 2, 1, 6)],
+                    "T4": [("bA", 0, 0, 6)],
+                },
+            ),
+            heartbeat(700, "C", "bA", A1),
+        ],
+    )
+    write_journal(tmp_path, "e:1", [started(0), snapshot(10, {"T1": [("bA", 3, 3, 6)]})])
+    expected = [
+        ("d:1", "T1", 2, 16, 16, 8, 8.0, 1.0, False),
+        ("d:1", "T2", 3, 12, 24, 16, 8.0, 2.0, False),
+        ("d:1", "T3", 1, 2, 1, 1, 1.0, 1.0, True),
+        ("d:1", "T4", 1, 0, 0, 0, 0.0, 1.0, True),  # no write queues: even, skew 1.0
+        ("e:1", "T1", 1, 3, 3, 3, 3.0, 1.0, True),
+    ]
+    derived = derive(spark, tmp_path)
+    try:
+        actual = derived.table("topic_distribution").collect()
+    finally:
+        derived.release()
+    assert_same_rows(
+        actual,
+        [dict(zip(DISTRIBUTION_COLUMNS, r, strict=True)) for r in expected],
+        DISTRIBUTION_COLUMNS,
+    )

@@ -1,0 +1,174 @@
+"""routes-at: the route table an instance held at T, rebuilt from snapshots and events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from pynamesrv.cli.pipeline import parse_time, pipeline
+from pynamesrv.pipeline.timetravel import route_digest, routes_at, table_digest
+from pynamesrv.remoting import fastjson
+
+from .journals import (
+    heartbeat,
+    ms,
+    perm_changed,
+    registered,
+    removed,
+    snapshot,
+    started,
+    topic_removed,
+    write_journal,
+)
+
+A1, A2, A3 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("timetravel")
+    write_journal(
+        root,
+        "r:1",
+        [
+            started(0),
+            snapshot(0, {"T": [("bA", 4, 4, 6)]}, brokers=[("C", "bA", 0, A1)]),
+            registered(10, "C", "bB", A2, added={"T": (8, 8, 6), "V": (2, 2, 6)}),
+            registered(20, "C", "bB", A3, broker_id=1),  # bB's slave
+            heartbeat(25, "C", "bA", A1),
+            perm_changed(30, "bA", "wipe"),
+            removed(40, "C", "bB", A2, "unregister", 25),  # the slave keeps bB's queues
+            removed(50, "C", "bB", A3, "expired", 20, broker_id=1),
+            topic_removed(50, "V"),
+            snapshot(100, {"T": [("bA", 4, 4, 4)]}, brokers=[("C", "bA", 0, A1)]),
+            started(200),  # a restart: the table starts empty
+            registered(210, "C", "bA", A1, added={"T": (4, 4, 6)}),
+        ],
+    )
+    write_journal(root, "s:1", [started(0), registered(5, "D", "bD", A1, added={"W": (1, 1, 6)})])
+    return root
+
+
+def route(brokers: list[tuple[str, str, dict[str, str]]], queues: list[tuple]) -> dict:
+    return {
+        "brokerDatas": [
+            {"brokerAddrs": addrs, "brokerName": name, "cluster": cluster}
+            for cluster, name, addrs in brokers
+        ],
+        "queueDatas": [
+            {"brokerName": n, "perm": p, "readQueueNums": r, "writeQueueNums": w}
+            for n, r, w, p in queues
+        ],
+    }
+
+
+def test_routes_at_replays_events_after_the_last_snapshot(
+    spark: SparkSession, journal: Path
+) -> None:
+    at = {
+        t: routes_at(spark, [str(journal)], ms(t), instance="r:1")["r:1"] for t in (15, 35, 45, 50)
+    }
+    assert at[15] == {
+        "T": route(
+            [("C", "bA", {"0": A1}), ("C", "bB", {"0": A2})],
+            [("bA", 4, 4, 6), ("bB", 8, 8, 6)],
+        ),
+        "V": route([("C", "bB", {"0": A2})], [("bB", 2, 2, 6)]),
+    }
+    assert at[35]["T"] == route(
+        [("C", "bA", {"0": A1}), ("C", "bB", {"0": A2, "1": A3})],
+        [("bA", 4, 4, 4), ("bB", 8, 8, 6)],  # bA's write perm wiped at 30
+    )
+    assert at[45]["V"] == route([("C", "bB", {"1": A3})], [("bB", 2, 2, 6)])
+    assert at[50] == {"T": route([("C", "bA", {"0": A1})], [("bA", 4, 4, 4)])}  # T inclusive
+
+
+def test_routes_at_starts_empty_after_a_restart_and_covers_every_instance(
+    spark: SparkSession, journal: Path
+) -> None:
+    assert routes_at(spark, [str(journal)], ms(205), instance="r:1") == {"r:1": {}}
+    both = routes_at(spark, [str(journal)], ms(300))
+    assert both["r:1"] == {"T": route([("C", "bA", {"0": A1})], [("bA", 4, 4, 6)])}
+    assert both["s:1"] == {"W": route([("D", "bD", {"0": A1})], [("bD", 1, 1, 6)])}
+    assert routes_at(spark, [str(journal)], ms(-1)) == {}
+
+
+def test_route_digest_of_a_live_answer_equals_the_rebuilt_route() -> None:
+    live = (
+        b'{"brokerDatas":[{"brokerAddrs":{1:"10.0.0.3:10911",0:"10.0.0.2:10911"},'
+        b'"brokerName":"bB","cluster":"C"},{"brokerAddrs":{0:"10.0.0.1:10911"},'
+        b'"brokerName":"bA","cluster":"C"}],"filterServerTable":{},"orderTopicConf":null,'
+        b'"queueDatas":[{"brokerName":"bB","perm":6,"readQueueNums":8,"topicSysFlag":0,'
+        b'"writeQueueNums":8},{"brokerName":"bA","perm":4,"readQueueNums":4,'
+        b'"topicSysFlag":0,"writeQueueNums":4}]}'
+    )  # the legacy dialect: unquoted numeric keys, unsorted groups
+    rebuilt = route(
+        [("C", "bA", {"0": A1}), ("C", "bB", {"0": A2, "1": A3})],
+        [("bA", 4, 4, 4), ("bB", 8, 8, 6)],
+    )
+    assert route_digest(live) == route_digest(fastjson.loads(live)) == route_digest(rebuilt)
+    assert route_digest(rebuilt) != route_digest({**rebuilt, "queueDatas": []})
+    assert len(table_digest({"T": rebuilt})) == 64
+
+
+def test_routes_at_command_prints_routes_and_digests(spark: SparkSession, journal: Path) -> None:
+    result = CliRunner().invoke(
+        pipeline,
+        ["routes-at", "--journal", str(journal), "--time", "2026-01-01T00:00:15Z",
+         "--instance", "r:1"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert set(answer) == {"r:1"}
+    table = answer["r:1"]
+    assert table["time"] == ms(15)
+    assert set(table["topics"]) == {"T", "V"}
+    for entry in table["topics"].values():
+        assert entry["digest"] == route_digest(entry["route"])
+    assert table["digest"] == table_digest({t: e["route"] for t, e in table["topics"].items()})
+    missing = CliRunner().invoke(
+        pipeline, ["routes-at", "--journal", str(journal), "--time", "0", "--instance", "r:1"]
+    )
+    assert missing.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1767225600000", 1_767_225_600_000),
+        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
+        ("2026-01-01T01:00:00+01:00", 1_767_225_600_000),
+        ("2026-01-01 00:00:15.5", 1_767_225_615_500),
+        ("2026-01-01", 1_767_225_600_000),
+    ],
+)
+def test_times_are_epoch_ms_or_iso8601_in_utc(text: str, expected: int) -> None:
+    assert parse_time(text) == expected
+
+
+def test_replay_from_each_snapshot_reaches_the_next_one(tmp_path: Path) -> None:
+    """The generator runs the real RouteInfoManager; every snapshot it journals must equal
+    the previous snapshot (or start) plus the events in between, replayed."""
+    from pynamesrv.namesrv.journal import journal_files, read_records
+    from pynamesrv.pipeline.generate import generate
+    from pynamesrv.pipeline.timetravel import RouteTable, replay
+
+    generate(tmp_path, brokers=12, instances=2, hours=2, seed=5)
+    by_ns: dict[str, list[dict]] = {}
+    for record in read_records(journal_files(tmp_path)):
+        by_ns.setdefault(record["ns"], []).append(record)
+    checked = 0
+    for rows in by_ns.values():
+        rows.sort(key=lambda r: (r["ts"], r["seq"]))
+        base = None
+        for i, row in enumerate(rows):
+            if row["type"] == "server_started":
+                base = i
+            elif row["type"] == "snapshot" and base is not None:
+                assert replay(rows[base:i]).routes() == RouteTable.from_snapshot(row).routes()
+                base, checked = i, checked + 1
+    assert checked >= 20
