@@ -11,7 +11,7 @@ import orjson
 
 from helpers import query_route, wait_until_unrouted
 from pynamesrv.broker.client import BrokerClient, TopicConfig
-from pynamesrv.namesrv.journal import journal_files, read_records
+from pynamesrv.namesrv.journal import Journal, hour_file_name, journal_files, read_records
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
@@ -168,3 +168,17 @@ def test_torn_last_line_is_skipped_by_readers(tmp_path: Path) -> None:
     ).stdout
     assert "server_started" in out and "T reason=deleted" in out
     assert out.count("\n") == 2
+
+
+async def test_lines_appended_after_a_torn_line_are_not_lost(tmp_path: Path) -> None:
+    """A crash mid-line, then a restart appending to the same hour file."""
+    journal = Journal(tmp_path, "h:1", clock_ms=lambda: 1_795_000_000_000)
+    journal.directory.mkdir(parents=True)
+    hour_file = journal.directory / hour_file_name(1_795_000_000_000)
+    hour_file.write_bytes(b'{"ts":1,"ns":"h:1","type":"server_started"}\n{"ts":2,"ns":"h:1","ty')
+    await journal.start()
+    journal.record("server_started", version="x", config={})
+    await journal.stop()
+    records = list(read_records([hour_file]))
+    assert [r["ts"] for r in records] == [1, 1_795_000_000_000]
+    assert records[1]["version"] == "x"

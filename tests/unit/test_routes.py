@@ -321,3 +321,17 @@ def test_heartbeats_postpone_expiry_through_the_deadline_heap(routes: RouteInfoM
     events, _ = routes.expire(1_901)
     assert len([e for e in events if isinstance(e, BrokerRemoved)]) == 49
     assert routes.next_expiry_ms() is None
+
+
+def test_a_shorter_timeout_on_re_registration_moves_the_deadline_earlier(
+    routes: RouteInfoManager,
+) -> None:
+    broker = Broker(routes, topics={"T": topic("T")})
+    broker.register(now_ms=0)  # the default 120 s timeout
+    broker.register(now_ms=1_000, timeout_ms=2_000)
+    assert routes.next_expiry_ms() == 3_000
+    assert routes.expire(3_000) == ([], [])
+    events, _ = routes.expire(3_001)
+    assert [e.reason for e in events if isinstance(e, BrokerRemoved)] == ["expired"]
+    assert routes.expire(120_001) == ([], [])  # the superseded 120 s entry is skipped
+    assert routes.next_expiry_ms() is None

@@ -6,7 +6,8 @@ them to the log and the journal. Field names are the journal's contract: add, ne
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Any, ClassVar
 
 
@@ -18,9 +19,15 @@ class Event:
         """The journal line's payload, without ``ts``/``ns``. Shallow: lists are shared, the
         caller serializes at once (``dataclasses.asdict`` deep-copies and is 10x slower)."""
         record: dict[str, Any] = {"type": self.TYPE}
-        for name in self.__dataclass_fields__:
+        for name in _field_names(type(self)):
             record[name] = getattr(self, name)
         return record
+
+
+@cache
+def _field_names(event_type: type[Event]) -> tuple[str, ...]:
+    """Instance fields only: ``__dataclass_fields__`` also lists the ``TYPE`` class variable."""
+    return tuple(f.name for f in fields(event_type))
 
 
 @dataclass(slots=True)

@@ -132,11 +132,14 @@ class Journal:
             fd = self._files.get(name)
             if fd is None:
                 self._close_old_files(keep=name)
-                fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                self._files[name] = fd
+                fd = self._files[name] = _open_for_append(self.directory / name)
             data = memoryview(b"".join(lines))
-            while data:
-                data = data[os.write(fd, data) :]
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            except OSError:
+                os.close(self._files.pop(name))  # reopened next time, ending the torn line first
+                raise
 
     def _close_old_files(self, keep: str) -> None:
         for name in [n for n in self._files if n < keep]:
@@ -156,6 +159,16 @@ class Journal:
             os.fsync(fd)
             os.close(fd)
         self._files.clear()
+
+
+def _open_for_append(path: Path) -> int:
+    """Open an hour file for appending, first ending a torn last line (a crash or a failed
+    write left it) so that the next line is not glued to the fragment and lost with it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
+    return fd
 
 
 def journal_files(path: Path) -> list[Path]:

@@ -79,11 +79,13 @@ class RouteInfoManager:
         # Encoded route bodies by (topic, standard dialect); an entry is replaced, never
         # mutated, so holding one and checking it is still the one here validates it.
         self.route_cache: dict[tuple[str, bool], CachedRoute] = {}
-        # Expiry deadlines, at most one entry per live key. An entry may be early (the broker
-        # heartbeated since): it is then pushed back with the real deadline when popped, so a
-        # heartbeat costs nothing here and a check costs O(1) when nothing expires.
+        # Expiry deadlines. The live entry of a key is the one ``_queued_deadline`` names; it may
+        # be early (the broker heartbeated since) and is then pushed back with the real deadline
+        # when popped, so a heartbeat costs nothing here and a check costs O(1) when nothing
+        # expires. A re-registration with a shorter timeout queues an earlier entry, and the
+        # later one left behind is skipped as stale when it surfaces.
         self._deadlines: list[tuple[int, LiveKey]] = []
-        self._in_deadlines: set[LiveKey] = set()
+        self._queued_deadline: dict[LiveKey, int] = {}
 
     # ------------------------------------------------------------------ registration
 
@@ -194,7 +196,8 @@ class RouteInfoManager:
             body_digest=body_digest if body_digest is not None else None,
         )
         self._live_by_channel.setdefault(channel, set()).add(key)
-        if key not in self._in_deadlines:
+        queued = self._queued_deadline.get(key)
+        if queued is None or queued > now_ms + self.broker_live_table[key].timeout_ms:
             self._push_deadline(key, self.broker_live_table[key])
 
         if body is not None and body.filter_server_list is not None:
@@ -337,8 +340,9 @@ class RouteInfoManager:
         return events
 
     def _push_deadline(self, key: LiveKey, live: BrokerLiveInfo) -> None:
-        heapq.heappush(self._deadlines, (live.last_update_ms + live.timeout_ms, key))
-        self._in_deadlines.add(key)
+        deadline = live.last_update_ms + live.timeout_ms
+        heapq.heappush(self._deadlines, (deadline, key))
+        self._queued_deadline[key] = deadline
 
     def expire(self, now_ms: int) -> tuple[list[Event], list[object]]:
         """Remove brokers whose last refresh is older than their timeout (at ``now_ms``).
@@ -349,8 +353,10 @@ class RouteInfoManager:
         channels: list[object] = []
         heap = self._deadlines
         while heap and heap[0][0] < now_ms:
-            _, key = heapq.heappop(heap)
-            self._in_deadlines.discard(key)
+            deadline, key = heapq.heappop(heap)
+            if self._queued_deadline.get(key) != deadline:
+                continue  # superseded by an earlier entry for the same key
+            del self._queued_deadline[key]
             live = self.broker_live_table.get(key)
             if live is None:
                 continue

@@ -1,0 +1,37 @@
+"""Journal payloads carry exactly the event's fields: the journal schema is a contract."""
+
+from dataclasses import fields
+
+import pytest
+
+from pynamesrv.namesrv import events
+from pynamesrv.namesrv.events import BrokerHeartbeat, Event
+
+
+def test_record_has_type_and_fields_only():
+    record = BrokerHeartbeat(
+        "c", "b", 0, "127.0.0.1:10911", {"counter": 3, "timestamp": 9}
+    ).to_record()
+    assert record == {
+        "type": "broker_heartbeat",
+        "cluster": "c",
+        "broker_name": "b",
+        "broker_id": 0,
+        "broker_addr": "127.0.0.1:10911",
+        "data_version": {"counter": 3, "timestamp": 9},
+    }
+
+
+EVENT_TYPES = [
+    value
+    for value in vars(events).values()
+    if isinstance(value, type) and issubclass(value, Event) and value is not Event
+]
+
+
+@pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)
+def test_no_class_variable_leaks_into_any_record(event_type):
+    names = [f.name for f in fields(event_type)]
+    event = event_type(*[None] * len(names))
+    assert set(event.to_record()) == {"type", *names}
+    assert event.to_record()["type"] == event_type.TYPE
