@@ -38,7 +38,13 @@ TOPIC = "BenchTopic"
 REQUEST_COMMAND = RemotingCommand(
     code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, opaque=1, ext_fields={"topic": TOPIC}
 )
-REQUEST = encode(REQUEST_COMMAND)
+# What clients send: the same query with the next opaque each time (7 digits, as a client
+# that has run a while), so the server cannot answer from the request bytes alone.
+REQUESTS = tuple(
+    encode(RemotingCommand(code=REQUEST_COMMAND.code, version=401, opaque=1_000_000 + i,
+                           ext_fields={"topic": TOPIC}))
+    for i in range(4096)
+)  # fmt: skip
 
 
 def free_port() -> int:
@@ -111,16 +117,25 @@ def load_worker(
     depth: int,
     seconds: float,
     out: mp.Queue,
-    frames: tuple[bytes, ...] = (REQUEST,),
+    frames: tuple[bytes, ...] = REQUESTS,
 ) -> None:
     """Keep ``depth`` requests in flight on each of ``conns`` connections for ``seconds``,
     sending ``frames`` in turn (one frame: the same request over and over)."""
     pin(cpus)
 
-    def batch(start: int, count: int) -> bytes:
-        if len(frames) == 1:
-            return frames[0] * count
-        return b"".join(frames[(start + i) % len(frames)] for i in range(count))
+    frame_len = len(frames[0])
+    if all(len(frame) == frame_len for frame in frames):
+        stream = b"".join(frames) * 2  # equal frames: a batch is one slice, wrapping around
+
+        def batch(start: int, count: int) -> bytes:
+            if count > len(frames):
+                return b"".join(batch(start + i, 1) for i in range(count))
+            first = start % len(frames) * frame_len
+            return stream[first : first + count * frame_len]
+    else:
+
+        def batch(start: int, count: int) -> bytes:
+            return b"".join(frames[(start + i) % len(frames)] for i in range(count))
 
     latencies: list[float] = []
 
@@ -170,6 +185,12 @@ def load_worker(
     out.put((len(latencies), latencies[::step]))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_load(
     port: int,
     procs: int,
@@ -177,10 +198,14 @@ def run_load(
     depth: int,
     seconds: float,
     cpus: str,
-    frames: tuple[bytes, ...] = (REQUEST,),
+    frames: tuple[bytes, ...] = REQUESTS,
+    server_pid: int | None = None,
 ) -> dict:
-    """Run the load and return req/s and latency percentiles (ms)."""
+    """Run the load and return req/s, latency percentiles (ms) and, with ``server_pid``,
+    the server's CPU microseconds per request: a cost that does not depend on whether the
+    load generator kept the server busy."""
     queue: mp.Queue = mp.Queue()
+    cpu_before = cpu_seconds(server_pid) if server_pid else 0.0
     workers = [
         mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue, frames))
         for _ in range(procs)
@@ -190,13 +215,20 @@ def run_load(
     results = [queue.get(timeout=seconds + 60) for _ in workers]
     for worker in workers:
         worker.join()
+    cpu_used = cpu_seconds(server_pid) - cpu_before if server_pid else 0.0
     sample = sorted(v for _, values in results for v in values)
 
     def pct(p: float) -> float:
         return sample[min(len(sample) - 1, int(p * len(sample)))] * 1000 if sample else 0.0
 
     total = sum(count for count, _ in results)
-    return {"rps": total / seconds, "p50": pct(0.50), "p99": pct(0.99), "p999": pct(0.999)}
+    return {
+        "rps": total / seconds,
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "p999": pct(0.999),
+        "cpu_us": cpu_used / total * 1e6 if total else 0.0,
+    }
 
 
 # ---------------------------------------------------------------------- main
@@ -216,8 +248,8 @@ def register_route(port: int) -> tuple[socket.socket, bytes]:
     sock = socket.create_connection(("127.0.0.1", port))
     decoder = FrameDecoder()
     answer = b""
-    for request in (broker.registration_request(), REQUEST_COMMAND):
-        sock.sendall(encode(request))
+    for request in (encode(broker.registration_request()), REQUESTS[0]):
+        sock.sendall(request)
         answers: list[RemotingCommand] = []
         while not answers:
             answers = decoder.feed(sock.recv(65536))
@@ -252,19 +284,25 @@ def main() -> None:
             f"server on CPU {server_cpu}, load on CPU(s) {load_cpus}; "
             f"answer frame {len(answer)} bytes; {args.seconds:.0f} s per run"
         )
-        columns = ("req/s", "p50 ms", "p99 ms", "p999 ms")
+        columns = ("req/s", "p50 ms", "p99 ms", "p999 ms", "CPU us/req")
         print(f"{'in flight':>9} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
         for label, procs, conns, depth in (("1", 1, 1, 1), ("64", args.procs, 8, 64 // 8)):
             per_proc = max(1, conns // procs)
             rows = {}
-            for name, target in (("pynamesrv", port), ("constant-frame", const_port)):
-                r = rows[name] = run_load(target, procs, per_proc, depth, args.seconds, load_cpus)
+            targets = (("pynamesrv", port, server.pid), ("constant-frame", const_port, const.pid))
+            for name, target, pid in targets:
+                r = rows[name] = run_load(
+                    target, procs, per_proc, depth, args.seconds, load_cpus, server_pid=pid
+                )
                 print(
                     f"{label:>9} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
-                    f"{r['p99']:>9.3f} {r['p999']:>9.3f}"
+                    f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f}"
                 )
-            ratio = rows["pynamesrv"]["rps"] / rows["constant-frame"]["rps"]
-            print(f"{label:>9} {'pynamesrv/ceiling':<15} {ratio:>9.0%}")
+            ours, ceiling = rows["pynamesrv"], rows["constant-frame"]
+            print(
+                f"{label:>9} {'pynamesrv/ceiling':<15} {ours['rps'] / ceiling['rps']:>9.0%} "
+                f"(CPU per request: ceiling/pynamesrv {ceiling['cpu_us'] / ours['cpu_us']:.0%})"
+            )
         broker_socket.close()
     finally:
         if const is not None:

@@ -29,7 +29,6 @@ from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.processor import DefaultRequestProcessor, RouteQueryFastPath
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
-from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer
 
@@ -77,7 +76,7 @@ class NamesrvController:
         self.server = RemotingServer(
             self._handle,
             on_close=self._on_connection_closed,
-            fast_path=self._fast_route_query,
+            fast_path=self._route_fast_path,
             max_frame_length=self.config.frame_max_length,
             idle_seconds=self.config.server_channel_max_idle_time_seconds,
             backlog=self.config.server_socket_backlog,
@@ -225,13 +224,6 @@ class NamesrvController:
         start = perf_counter()
         answer = self.processor.process(request, conn)
         self.stats.observe_request(request.code, perf_counter() - start)
-        return answer
-
-    def _fast_route_query(self, header: bytes) -> bytes | None:
-        start = perf_counter()
-        answer = self._route_fast_path(header)
-        if answer is not None:
-            self.stats.observe_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, perf_counter() - start)
         return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:

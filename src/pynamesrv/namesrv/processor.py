@@ -14,7 +14,8 @@ import struct
 import time
 import zlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any, Final
 
 import orjson
@@ -26,7 +27,7 @@ from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterB
 from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
-from pynamesrv.remoting.codec import encode_frame
+from pynamesrv.remoting.codec import OpaqueRun, encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 
@@ -91,23 +92,22 @@ class _RouteAnswerTemplate:
         return encode_frame(SerializeType.JSON, header, body)
 
 
-_DECLINED: Final = ("", False)  # a header shape the fast path leaves to the normal path
-
-
 @dataclass(slots=True)
 class _Shape:
-    """A learned route-query header shape and, once answered, its finished answer tail."""
+    """A learned route-query header shape and, once answered, its finished answer parts."""
 
     topic: str
     standard: bool
+    prefix: bytes = b""  # the request header before the opaque digits
+    suffix: bytes = b""  # and after them
     cached: CachedRoute | None = None  # the registry's cache entry the tail was built from
-    tail: bytes = b""  # header suffix + body
-    header_fixed: int = 0  # header length without the opaque digits
-    frame_fixed: int = 0  # length word without the opaque digits
+    tail: bytes = b""  # answer header suffix + body
+    heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
 
 
 _DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
 _LENGTHS = struct.Struct(">iI")
+_STRIDED_MIN: Final = 8  # answers to fewer repeats than this are joined one by one
 
 
 class RouteQueryFastPath:
@@ -115,11 +115,13 @@ class RouteQueryFastPath:
 
     A client's route queries for one topic differ only in ``opaque``, so the header with the
     opaque digits cut out identifies the request completely. The first query of a shape is
-    decoded once to learn its topic and dialect; later ones cost a regex search, a slice, a
-    dict look-up and a join, with the request's own opaque digits copied into the answer.
-    Only plain requests qualify (code 105, flag 0, a string topic, one ``"opaque"``
-    member); every other shape is remembered as declined and takes the normal path, where
-    behaviour is defined, and so do misses, order configs and the 5.x start-up wait.
+    decoded once to learn its topic and dialect; later ones cost two finds, a slice, a dict
+    look-up and a join, with the request's own opaque digits copied into the answer, and
+    repeats the connection recognises itself (``answer_repeats``) less still. Only plain
+    requests qualify (code 105, flag 0, a string topic, one ``"opaque"`` member, an opaque
+    of 1 to 10 digits without a leading zero); every other shape is remembered as declined
+    and takes the normal path, where behaviour is defined, and so do misses, order configs
+    and the 5.x start-up wait.
     """
 
     MAX_SHAPES: Final = 4096  # a client querying random topics cannot grow this without bound
@@ -130,8 +132,11 @@ class RouteQueryFastPath:
         self.stats = processor.stats
         self.route_cache = processor.routes.route_cache
         self._shapes: dict[bytes, _Shape] = {}
+        self._latency = self.stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+        self.last_shape: _Shape | None = None
 
     def __call__(self, header: bytes) -> bytes | None:
+        started = perf_counter()
         start = header.find(b'"opaque":')
         if start < 0:
             return None
@@ -140,36 +145,63 @@ class RouteQueryFastPath:
         if end < 0:
             end = header.find(b"}", start)
         digits = header[start:end]
-        if not digits.isdigit():  # negative, spaced or odd: the normal path decides
-            return None
+        size = len(digits)
+        if not (0 < size <= 10 and digits.isdigit()) or (digits[0] == 48 and size > 1):
+            return None  # negative, spaced, huge or odd: the normal path decides
         key = header[:start] + header[end:]
         shape = self._shapes.get(key)
         if shape is None:
-            shape = self._learn(header)
+            shape = self._learn(header, start, end)
             if len(self._shapes) >= self.MAX_SHAPES:
                 self._shapes.clear()
             self._shapes[key] = shape
+        if not self.ready(shape):
+            return None
+        self.last_shape = shape
+        answer = b"".join((shape.heads.get(size) or self._head(shape, size), digits, shape.tail))
+        self._count(shape, 1, perf_counter() - started)
+        return answer
+
+    def ready(self, shape: _Shape) -> bool:
+        """Answerable from the cache now: a route exists and no setting changes answers at
+        run time (order configs, the 5.x start-up wait)."""
         config = self.config
         if shape is _DECLINED or config.order_message_enable or config.need_wait_for_service:
-            return None  # those settings change answers at run time: the normal path decides
+            return False
         cached = shape.cached
-        if (
-            cached is None or self.route_cache.get((shape.topic, shape.standard)) is not cached
-        ) and not self._refresh(shape):
-            return None
+        return (
+            cached is not None and self.route_cache.get((shape.topic, shape.standard)) is cached
+        ) or self._refresh(shape)
+
+    def answer_repeats(self, shape: _Shape, runs: list[OpaqueRun]) -> bytes:
+        """Answers to ``runs`` of ``shape``, built the way long runs were cut: the answer
+        with a blank opaque, repeated, with the digits assigned into it strided."""
+        started = perf_counter()
+        tail = shape.tail
+        parts: list[bytes | bytearray] = []
+        answers = 0
+        for size, count, digits in runs:
+            head = shape.heads.get(size) or self._head(shape, size)
+            answers += count
+            if count < _STRIDED_MIN:
+                for i in range(0, size * count, size):
+                    parts += (head, digits[i : i + size], tail)
+                continue
+            block = bytearray((head + bytes(size) + tail) * count)
+            answer_len = len(head) + size + len(tail)
+            for j in range(size):
+                block[len(head) + j :: answer_len] = digits[j::size]
+            parts.append(block)
+        answer = b"".join(parts)
+        self._count(shape, answers, perf_counter() - started)
+        return answer
+
+    def _count(self, shape: _Shape, answers: int, seconds: float) -> None:
         stats = self.stats
-        stats.route_query_hits += 1
+        stats.route_query_hits += answers
         if stats.count_topics:
-            stats.route_hits_by_topic[shape.topic] += 1
-        size = len(digits)
-        return b"".join(
-            (
-                _LENGTHS.pack(shape.frame_fixed + size, shape.header_fixed + size),
-                _RouteAnswerTemplate.prefix,
-                digits,
-                shape.tail,
-            )
-        )
+            stats.route_hits_by_topic[shape.topic] += answers
+        self._latency.observe(seconds / answers, answers)
 
     def _refresh(self, shape: _Shape) -> bool:
         """(Re)build the answer tail from the registry's cache; False: normal path."""
@@ -177,14 +209,21 @@ class RouteQueryFastPath:
         if body is None:
             return False
         shape.cached = self.route_cache.get((shape.topic, shape.standard))
-        suffix = _RouteAnswerTemplate.suffix
-        shape.tail = suffix + body
-        shape.header_fixed = len(_RouteAnswerTemplate.prefix) + len(suffix)
-        shape.frame_fixed = 4 + shape.header_fixed + len(body)
+        shape.tail = _RouteAnswerTemplate.suffix + body
+        shape.heads = {}
         return True
 
     @staticmethod
-    def _learn(header: bytes) -> _Shape:
+    def _head(shape: _Shape, size: int) -> bytes:
+        """Length words and answer header up to the opaque, for opaques of ``size`` digits."""
+        header_length = len(_RouteAnswerTemplate.prefix) + size + len(_RouteAnswerTemplate.suffix)
+        frame_length = 4 + header_length + len(shape.tail) - len(_RouteAnswerTemplate.suffix)
+        head = _LENGTHS.pack(frame_length, header_length) + _RouteAnswerTemplate.prefix
+        shape.heads[size] = head
+        return head
+
+    @staticmethod
+    def _learn(header: bytes, start: int, end: int) -> _Shape:
         if header.count(b'"opaque"') != 1:
             return _DECLINED
         try:
@@ -199,7 +238,8 @@ class RouteQueryFastPath:
         topic, accept = ext.get("topic"), ext.get("acceptStandardJsonOnly")
         if not isinstance(topic, str) or not isinstance(accept, str | None):
             return _DECLINED
-        return _Shape(topic, version >= Version.V4_9_4 or (accept or "").lower() == "true")
+        standard = version >= Version.V4_9_4 or (accept or "").lower() == "true"
+        return _Shape(topic, standard, prefix=header[:start], suffix=header[end:])
 
 
 class DefaultRequestProcessor:
@@ -411,17 +451,6 @@ class DefaultRequestProcessor:
         self.stats.route_query_hits += 1
         if self.stats.count_topics:
             self.stats.route_hits_by_topic[topic] += 1
-
-    def answer_route(self, topic: str, standard: bool, opaque: int) -> bytes | None:
-        """The whole answer frame of a route query that finds a route, else None (the
-        caller then takes the normal path, which answers errors)."""
-        if self._waiting_for_service():
-            return None
-        body = self._route_body(topic, standard)
-        if body is None:
-            return None
-        self._count_hit(topic)
-        return _RouteAnswerTemplate.frame(opaque, body)
 
     def get_route_info(self, request: RemotingCommand, channel: object) -> Answer:
         if self._waiting_for_service():

@@ -33,10 +33,10 @@ class RequestHistogram:
         self.count = 0
         self.sum_s = 0.0
 
-    def observe(self, seconds: float) -> None:
-        self.buckets[bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
-        self.count += 1
-        self.sum_s += seconds
+    def observe(self, seconds: float, times: int = 1) -> None:
+        self.buckets[bisect_left(LATENCY_BUCKETS_S, seconds)] += times
+        self.count += times
+        self.sum_s += seconds * times
 
     def cumulative(self) -> list[int]:
         """Bucket counts as Prometheus wants them: each includes all smaller buckets."""
@@ -65,6 +65,10 @@ class NamesrvStats:
         self.topics_removed: Counter[str] = Counter()  # by reason
 
     def observe_request(self, code: int, seconds: float) -> None:
+        self.histogram(code).observe(seconds)
+
+    def histogram(self, code: int) -> RequestHistogram:
+        """The latency histogram of a request code (kept for hot paths that observe often)."""
         histogram = self.requests.get(code)
         if histogram is None:
             if code not in _KNOWN_CODES:  # clients choose codes: keep the table bounded
@@ -72,7 +76,7 @@ class NamesrvStats:
                 histogram = self.requests.get(code)
             if histogram is None:
                 histogram = self.requests[code] = RequestHistogram()
-        histogram.observe(seconds)
+        return histogram
 
     def on_events(self, events: list[Event]) -> None:
         for event in events:

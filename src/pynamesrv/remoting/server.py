@@ -18,12 +18,13 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 from pynamesrv.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FrameDecoder,
     FrameError,
+    OpaqueRun,
     RawFrame,
     decode_command,
     encode,
@@ -35,8 +36,34 @@ log = logging.getLogger(__name__)
 Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
 Handler = Callable[[RemotingCommand, "Connection"], Answer]
 CloseListener = Callable[["Connection", str], None]
-# Answers a body-less JSON request from its raw header bytes, or None to take the normal way.
-FastPath = Callable[[bytes], bytes | None]
+
+
+class RepeatShape(Protocol):
+    """A request header a fast path answered, minus its opaque digits."""
+
+    prefix: bytes
+    suffix: bytes
+
+
+class FastPath(Protocol):
+    """Answers body-less JSON requests from their raw header bytes, without decoding them.
+
+    After answering a header, ``last_shape`` describes it so that the connection can find
+    the same request repeated with other opaques in its next reads and hand them back all
+    at once: a client polling one route costs a few comparisons per request.
+    """
+
+    last_shape: RepeatShape | None
+
+    def __call__(self, header: bytes) -> bytes | None:
+        """The answer frame, or None to take the normal way."""
+
+    def ready(self, shape: RepeatShape) -> bool:
+        """Whether ``answer_repeats`` may answer ``shape`` now (else the normal way)."""
+
+    def answer_repeats(self, shape: RepeatShape, runs: list[OpaqueRun]) -> bytes:
+        """The answer frames to ``shape`` repeated with these opaques, in order."""
+
 
 CLOSED: Final = "channel_closed"
 ERROR: Final = "channel_error"
@@ -60,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._close_reason = CLOSED
         self._idle_timer: asyncio.TimerHandle | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        self._repeat: RepeatShape | None = None  # the last request the fast path answered
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}>"
@@ -81,20 +109,34 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        decoder = self.decoder
+        out: list[bytes] = []
+        repeat = self._repeat
+        if repeat is not None:  # so there is a fast path: it answered before
+            fast_path: FastPath = self.server.fast_path  # type: ignore[assignment]
+            decoder.push(data)
+            data = b""
+            if fast_path.ready(repeat):
+                runs = decoder.take_repeats(repeat.prefix, repeat.suffix)
+                if runs:
+                    out.append(fast_path.answer_repeats(repeat, runs))
+            if not decoder.buffered:  # the usual end: every frame was a repeat
+                if out and self.transport is not None:
+                    self.transport.write(out[0])
+                return
         broken: FrameError | None = None
         try:
-            frames = self.decoder.feed_raw(data)
+            frames = decoder.feed_raw(data)
         except FrameError as exc:
             broken, frames = exc, exc.frames
-        broken = self._answer(frames) or broken
+        broken = self._answer(frames, out) or broken
         if broken is not None:
             log.info("closing %s: %s", self.peer, broken)
             self.close(ERROR)
 
-    def _answer(self, frames: list[RawFrame]) -> FrameError | None:
-        """Answer every frame, write all answers at once; a header that does not decode
-        stops here (the frames before it are answered, as Java does)."""
-        out: list[bytes] = []
+    def _answer(self, frames: list[RawFrame], out: list[bytes]) -> FrameError | None:
+        """Answer every frame, write all answers (after those in ``out``) at once; a header
+        that does not decode stops here (the frames before it are answered, as Java does)."""
         handler = self.server.handler
         fast_path = self.server.fast_path
         broken = None
@@ -103,6 +145,7 @@ class Connection(asyncio.Protocol):
                 fast = fast_path(header)
                 if fast is not None:
                     out.append(fast)
+                    self._repeat = fast_path.last_shape
                     continue
             try:
                 command = decode_command(serialize, header, body, body_crc)
