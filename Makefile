@@ -42,5 +42,11 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
+# Each prints its figures next to a reference measured in the same run (see README).
+bench: $(VENV)/.installed-test
+	for b in route_query register storm memory journal pipeline; do \
+		$(BIN)/python bench/$$b.py || exit 1; \
+	done
+
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache

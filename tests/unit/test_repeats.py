@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,8 @@ SUFFIX = b',"serializeTypeCurrentRPC":"JSON","version":401}'
 ORACLE = re.compile(re.escape(PREFIX) + rb"(0|[1-9][0-9]{0,9})" + re.escape(SUFFIX))
 
 
-def query(opaque: str, topic_prefix: bytes = PREFIX) -> bytes:
-    return encode_frame(SerializeType.JSON, topic_prefix + opaque.encode() + SUFFIX, b"")
+def query(opaque: str, topic_prefix: bytes = PREFIX, suffix: bytes = SUFFIX) -> bytes:
+    return encode_frame(SerializeType.JSON, topic_prefix + opaque.encode() + suffix, b"")
 
 
 def expected_repeats(stream: bytes) -> tuple[list[bytes], int]:
@@ -44,6 +45,7 @@ def take(stream: bytes) -> tuple[list[OpaqueRun], FrameDecoder]:
 
 
 OTHER_TOPIC = PREFIX.replace(b"T/\xc3\xb6", b"T/xx")  # the same length, another request
+OTHER_VERSION = SUFFIX.replace(b"401", b"402")
 opaques = st.one_of(
     st.integers(0, 2**31 - 1).map(str),
     st.sampled_from(["007", "00", "12345678901", "-1", " 1"]),  # not what Java sends
@@ -51,13 +53,18 @@ opaques = st.one_of(
 frames = st.one_of(
     opaques.map(query),
     opaques.map(lambda o: query(o, OTHER_TOPIC)),
+    opaques.map(lambda o: query(o, PREFIX, OTHER_VERSION)),
     st.just(encode_frame(SerializeType.JSON, PREFIX + b"1" + SUFFIX, b"body")),
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.one_of(opaques.map(query), frames), max_size=40).filter(bool),
+    st.lists(st.one_of(opaques.map(query), frames), max_size=40)
+    .filter(bool)
+    .map(
+        lambda frames: frames * 3 if len(frames) < 8 else frames  # blocks of 8 or more, too
+    ),
     st.integers(0, 200),
 )
 def test_takes_exactly_the_leading_repeats(stream_frames: list[bytes], cut: int) -> None:
@@ -76,12 +83,14 @@ def test_long_runs_split_where_the_opaques_grow_a_digit() -> None:
     assert [frame[1] for frame in decoder.feed_raw(b"")] == [OTHER_TOPIC + b"5" + SUFFIX]
 
 
-def test_a_different_frame_inside_a_block_stops_the_scan_right_before_it() -> None:
-    stream = b"".join(query(str(1_000_000 + n)) for n in range(37))
-    stream += query("1000037", OTHER_TOPIC) + query("1000038")
+@pytest.mark.parametrize(
+    "odd", [query("1000037", OTHER_TOPIC), query("1000037", PREFIX, OTHER_VERSION)]
+)
+def test_a_different_frame_inside_a_block_stops_the_scan_right_before_it(odd: bytes) -> None:
+    stream = b"".join(query(str(1_000_000 + n)) for n in range(37)) + odd + query("1000038")
     runs, decoder = take(stream)
     assert sum(run.count for run in runs) == 37
-    assert len(decoder.feed_raw(b"")) == 2
+    assert [header for _, header, _, _ in decoder.feed_raw(b"")] == [odd[8:], query("1000038")[8:]]
 
 
 def fast_path_controller() -> NamesrvController:
@@ -127,3 +136,16 @@ def test_a_leading_zero_inside_a_block_stops_the_scan_right_before_it() -> None:
     runs, decoder = take(b"".join(query(n) for n in numbers))
     assert [o for run in runs for o in run.opaques()] == [n.encode() for n in numbers[:12]]
     assert len(decoder.feed_raw(b"")) == 8
+
+
+def test_a_different_first_frame_is_not_taken_however_many_repeats_follow() -> None:
+    stream = query("1000000", OTHER_TOPIC) + b"".join(query(str(1_000_001 + n)) for n in range(20))
+    runs, decoder = take(stream)
+    assert runs == [] and decoder.buffered == len(stream)
+
+
+def test_a_different_suffix_on_the_last_frame_of_a_block_is_not_taken() -> None:
+    odd = query("1000007", PREFIX, OTHER_VERSION)
+    stream = b"".join(query(str(1_000_000 + n)) for n in range(7)) + odd
+    runs, decoder = take(stream)
+    assert sum(run.count for run in runs) == 7 and decoder.buffered == len(odd)
