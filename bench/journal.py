@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv.journal import journal_files
 from pynamesrv.namesrv.model import DataVersion
 from pynamesrv.remoting.codec import encode
-from route_query import free_port, register_route, run_load, wait_for_port
+from route_query import register_route, run_load, start_server, wait_for_port
 
 BROKERS = 32
 TOPICS = 100
@@ -50,18 +46,7 @@ def registration_frames(changing: bool) -> tuple[bytes, ...]:
 
 
 def measure(journal: bool, seconds: float, load_cpus: str, procs: int) -> dict[str, float]:
-    port = free_port()
-    home = Path(tempfile.mkdtemp(prefix="bench-journal-"))
-    config = home / "namesrv.properties"
-    config.write_text(
-        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort=0\n"
-        f"journalEnable={str(journal).lower()}\njournalDir={home / 'journal'}\n"
-    )
-    server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
-         "--listen", "127.0.0.1", "--log-level", "WARNING"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    server, port, home = start_server("journal", journalEnable=str(journal).lower())
     try:
         wait_for_port(port)
         broker_socket, _ = register_route(port)

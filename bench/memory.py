@@ -16,16 +16,13 @@ bodies, as a 4.x broker with compressedRegister sends them) and measure again:
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.command import RemotingCommand
-from route_query import REQUEST_COMMAND, free_port, wait_for_port
+from route_query import REQUEST_COMMAND, free_port, start_server, wait_for_port
 
 SHAPES = (
     ("4 x 1,000", 4, 1_000, True),
@@ -63,19 +60,9 @@ def first_answer(port: int, started: float) -> float:
 
 
 def measure(brokers: int, topics: int, shared: bool) -> tuple[float, float, float]:
-    port, http_port = free_port(), free_port()
-    home = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    config = home / "namesrv.properties"
-    config.write_text(
-        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort={http_port}\n"
-        f"journalDir={home / 'journal'}\n"
-    )
+    http_port = free_port()
     started = time.perf_counter()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pynamesrv", "serve", "-c", str(config), "--listen",
-         "127.0.0.1", "--log-level", "WARNING"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    server, port, _ = start_server("memory", cpu=None, httpPort=http_port)
     sockets = []
     try:
         startup = first_answer(port, started)

@@ -15,16 +15,12 @@ import argparse
 import multiprocessing as mp
 import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.command import RemotingCommand
-from route_query import constant_server, free_port, wait_for_port
+from route_query import constant_server, free_port, start_server, wait_for_port
 
 
 def registration(topics: int, compressed: bool, name: str) -> bytes:
@@ -56,18 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    port, const_port = free_port(), free_port()
-    home = Path(tempfile.mkdtemp(prefix="bench-register-"))
-    config = home / "namesrv.properties"
-    config.write_text(
-        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort=0\n"
-        f"journalDir={home / 'journal'}\nframeMaxLength={256 * 1024 * 1024}\n"
-    )
-    server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
-         "--listen", "127.0.0.1", "--log-level", "WARNING"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    const_port = free_port()
+    server, port, _ = start_server("register", frameMaxLength=256 * 1024 * 1024)
     ack = encode(RemotingCommand(code=0, opaque=0, flag=1, ext_fields={}))
     const = mp.Process(target=constant_server, args=("0", const_port, ack), daemon=True)
     const.start()

@@ -53,6 +53,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def start_server(
+    name: str, cpu: str | None = "0", **properties: object
+) -> tuple[subprocess.Popen, int]:
+    """``pynamesrv serve`` on a free port, pinned to ``cpu``, with every file it writes in a
+    fresh temporary home; ``properties`` are namesrv.properties keys to add or override."""
+    port = free_port()
+    home = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    settings = {
+        "kvConfigPath": home / "kv.json",
+        "listenPort": port,
+        "httpPort": 0,
+        "journalDir": home / "journal",
+        **properties,
+    }
+    config = home / "namesrv.properties"
+    config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    pinned = ["taskset", "-c", cpu] if cpu is not None else []
+    server = subprocess.Popen(
+        [*pinned, sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
+         "--listen", "127.0.0.1", "--log-level", "WARNING"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return server, port, home
+
+
 def pin(cpus: str) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
@@ -265,14 +291,8 @@ def main() -> None:
     ncpu = os.cpu_count() or 1
     server_cpu, load_cpus = "0", ",".join(str(c) for c in range(1, ncpu)) or "0"
 
-    port, const_port = free_port(), free_port()
-    home = Path(tempfile.mkdtemp(prefix="bench-ns-"))
-    config = home / "namesrv.properties"
-    config.write_text(f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\n")
-    server = subprocess.Popen(
-        ["taskset", "-c", server_cpu, sys.executable, "-m", "pynamesrv", "serve", "-c",
-         str(config), "--listen", "127.0.0.1", "--log-level", "WARNING"]
-    )  # fmt: skip
+    const_port = free_port()
+    server, port, _ = start_server("route-query", server_cpu)
     const = None
     try:
         wait_for_port(port)

@@ -16,17 +16,13 @@ import asyncio
 import multiprocessing as mp
 import os
 import struct
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import uvloop
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
-from route_query import free_port, pin, register_route, run_load, wait_for_port
+from route_query import pin, register_route, run_load, start_server, wait_for_port
 
 BROKERS = 32
 TOPICS = 10_000
@@ -92,18 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     ncpu = os.cpu_count() or 1
     load_cpus = ",".join(str(c) for c in range(1, ncpu)) or "0"
-    port = free_port()
-    home = Path(tempfile.mkdtemp(prefix="bench-storm-"))
-    config = home / "namesrv.properties"
-    config.write_text(
-        f"kvConfigPath={home / 'kv.json'}\nlistenPort={port}\nhttpPort=0\n"
-        f"journalDir={home / 'journal'}\n"
-    )
-    server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
-         "--listen", "127.0.0.1", "--log-level", "WARNING"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    server, port, _ = start_server("storm")
     try:
         wait_for_port(port)
         broker_socket, _ = register_route(port)

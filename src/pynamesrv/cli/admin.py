@@ -490,6 +490,18 @@ async def fetch_route(session: Session, addr: str, topic: str) -> dict[str, Any]
     return route if isinstance(route, dict) else {}
 
 
+async def read_route(session: Session, topic: str) -> tuple[str, dict[str, Any]]:
+    """The topic's route from the first name server that answers; a missing topic is an
+    error answer there (exit 1), as in mqadmin."""
+
+    async def fetch(addr: str) -> dict[str, Any]:
+        answer = await session.request(addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        route = _body_json(answer, addr)
+        return route if isinstance(route, dict) else {}
+
+    return await read_first(session, fetch)
+
+
 async def fetch_routes(
     session: Session, addr: str, topics: Iterable[str], concurrency: int
 ) -> dict[str, dict[str, Any] | None]:
@@ -634,14 +646,7 @@ def topic_route(opts: Options, topic: str) -> None:
     """
 
     async def job(session: Session) -> int:
-        async def fetch(addr: str) -> dict[str, Any]:
-            answer = await session.request(
-                addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
-            )
-            route = _body_json(answer, addr)
-            return route if isinstance(route, dict) else {}
-
-        addr, route = await read_first(session, fetch)
+        addr, route = await read_route(session, topic)
         if opts.json:
             _print_json({"namesrv": addr, "topic": topic, "route": route})
             return EXIT_OK
@@ -685,14 +690,7 @@ def topic_cluster_list(opts: Options, topic: str) -> None:
     """
 
     async def job(session: Session) -> int:
-        async def fetch(addr: str) -> dict[str, Any]:
-            answer = await session.request(
-                addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
-            )
-            route = _body_json(answer, addr)
-            return route if isinstance(route, dict) else {}
-
-        addr, route = await read_first(session, fetch)
+        addr, route = await read_route(session, topic)
         clusters = route_clusters(route)
         if opts.json:
             _print_json({"namesrv": addr, "topic": topic, "clusters": clusters})

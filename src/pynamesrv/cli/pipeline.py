@@ -18,6 +18,8 @@ import click
 import orjson
 from rich.console import Console
 
+from pynamesrv.pipeline import TABLES
+
 _EPOCH_MS = re.compile(r"^-?\d+$")
 
 
@@ -205,14 +207,7 @@ def generate(
         f"{instances} instance(s) and {brokers} broker(s) over {hours:g} h in {seconds:.1f} s"
     )
     console.print(f"expected rows in {out / 'ground_truth.json'}:")
-    for name in (
-        "broker_sessions",
-        "broker_availability",
-        "detection_latency",
-        "stale_route_exposure",
-        "namesrv_divergence",
-        "topic_distribution",
-    ):
+    for name in TABLES:
         console.print(f"  {name:<22} {len(truth.table(name)):>8,}")
     if truth.injected:
         kinds: dict[str, int] = {}

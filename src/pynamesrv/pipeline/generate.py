@@ -92,7 +92,7 @@ from pynamesrv.namesrv.events import (
 from pynamesrv.namesrv.journal import HOUR_MS, hour_file_name, instance_dir_name
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
 from pynamesrv.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
-from pynamesrv.pipeline import truth
+from pynamesrv.pipeline import TABLES, truth
 
 __all__ = ["GroundTruth", "generate"]
 
@@ -126,13 +126,13 @@ class GroundTruth:
 
     def table(self, name: str) -> list[dict[str, Any]]:
         """Rows of one table by its pipeline name."""
-        if name not in truth.TABLES:
+        if name not in TABLES:
             raise KeyError(name)
         rows: list[dict[str, Any]] = getattr(self, name)
         return rows
 
     def to_json(self) -> bytes:
-        doc = {name: getattr(self, name) for name in (*truth.TABLES, "injected", "params")}
+        doc = {name: getattr(self, name) for name in (*TABLES, "injected", "params")}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
     @classmethod
@@ -142,7 +142,7 @@ class GroundTruth:
         for row in doc.get("broker_availability", []):
             row["day"] = date.fromisoformat(row["day"])
         return cls(
-            **{name: doc.get(name, []) for name in (*truth.TABLES, "injected")},
+            **{name: doc.get(name, []) for name in (*TABLES, "injected")},
             params=doc.get("params", {}),
         )
 

@@ -25,6 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pynamesrv.pipeline import TABLES
 from pynamesrv.pipeline.distribution import topic_distribution
 from pynamesrv.pipeline.divergence import namesrv_divergence
 from pynamesrv.pipeline.exposure import stale_route_exposure
@@ -39,14 +40,6 @@ from pynamesrv.pipeline.sessions import (
     sessions_full,
 )
 
-TABLES = (
-    "broker_sessions",
-    "broker_availability",
-    "detection_latency",
-    "stale_route_exposure",
-    "namesrv_divergence",
-    "topic_distribution",
-)
 DEFAULT_HEARTBEAT_INTERVAL_S = 30.0
 
 Progress = Callable[[str, float, str], None]  # stage, seconds, detail

@@ -325,16 +325,6 @@ def topic_distribution(logs: list[InstanceLog]) -> list[Row]:
     return rows
 
 
-TABLES = (
-    "broker_sessions",
-    "broker_availability",
-    "detection_latency",
-    "stale_route_exposure",
-    "namesrv_divergence",
-    "topic_distribution",
-)
-
-
 def all_tables(logs: list[InstanceLog]) -> dict[str, list[Row]]:
     """Every pipeline table's expected rows, by table name."""
     return {
