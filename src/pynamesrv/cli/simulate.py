@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,11 @@ async def _main(config: SimConfig, console: Console, mode: str) -> dict[str, Any
 
     interval = max(1.0, min(5.0, config.duration_s / 10))
     return await run_simulation(config, on_progress=line, progress_interval_s=interval, stop=stop)
+
+
+def _chaos_option(flag: str, dest: str, help_text: str) -> Callable[[Any], Any]:
+    """How many brokers a kind of chaos hits."""
+    return click.option(flag, dest, type=click.IntRange(min=0), default=0, help=help_text)
 
 
 @click.command()
@@ -176,34 +182,12 @@ async def _main(config: SimConfig, console: Console, mode: str) -> dict[str, Any
     help="Seconds to run.",
 )
 @click.option("--seed", type=int, default=None, help="Random seed (printed; default random).")
-@click.option(
-    "--kill",
-    "kills",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Brokers that stop heartbeating silently (connection held open).",
+@_chaos_option("--kill", "kills", "Brokers that stop heartbeating silently (connection held open).")
+@_chaos_option("--stop", "stops", "Brokers that shut down gracefully (unregister).")
+@_chaos_option(
+    "--drop", "drops", "Brokers whose connections drop (they reconnect at the next period)."
 )
-@click.option(
-    "--stop",
-    "stops",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Brokers that shut down gracefully (unregister).",
-)
-@click.option(
-    "--drop",
-    "drops",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Brokers whose connections drop (they reconnect at the next period).",
-)
-@click.option(
-    "--flap",
-    "flaps",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Brokers that go down and up every --flap-interval seconds.",
-)
+@_chaos_option("--flap", "flaps", "Brokers that go down and up every --flap-interval seconds.")
 @click.option(
     "--flap-interval",
     type=click.FloatRange(min=0, min_open=True),
