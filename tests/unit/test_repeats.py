@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
-from pynamesrv.remoting.codec import FrameDecoder, OpaqueRun, encode, encode_frame
+from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.repeats import OpaqueRun
 
 from .test_fast_path import header_of, register
 
@@ -72,14 +73,14 @@ def test_takes_exactly_the_leading_repeats(stream_frames: list[bytes], cut: int)
     stream = stream[: len(stream) - cut] if cut < len(stream) else stream
     want, consumed = expected_repeats(stream)
     runs, decoder = take(stream)
-    assert [o for run in runs for o in run.opaques()] == want
+    assert [o for run in runs for o in run.opaques] == want
     assert decoder.buffered == len(stream) - consumed
 
 
 def test_long_runs_split_where_the_opaques_grow_a_digit() -> None:
     stream = b"".join(query(str(n)) for n in range(99_990, 100_010)) + query("5", OTHER_TOPIC)
     runs, decoder = take(stream)
-    assert [(run.size, run.count) for run in runs] == [(5, 10), (6, 10)]
+    assert [(run.size, len(run.opaques)) for run in runs] == [(5, 10), (6, 10)]
     assert [frame[1] for frame in decoder.feed_raw(b"")] == [OTHER_TOPIC + b"5" + SUFFIX]
 
 
@@ -89,7 +90,7 @@ def test_long_runs_split_where_the_opaques_grow_a_digit() -> None:
 def test_a_different_frame_inside_a_block_stops_the_scan_right_before_it(odd: bytes) -> None:
     stream = b"".join(query(str(1_000_000 + n)) for n in range(37)) + odd + query("1000038")
     runs, decoder = take(stream)
-    assert sum(run.count for run in runs) == 37
+    assert sum(len(run.opaques) for run in runs) == 37
     assert [header for _, header, _, _ in decoder.feed_raw(b"")] == [odd[8:], query("1000038")[8:]]
 
 
@@ -134,7 +135,7 @@ def test_a_leading_zero_inside_a_block_stops_the_scan_right_before_it() -> None:
     numbers = [str(1_000_000 + n) for n in range(20)]
     numbers[12] = "0123456"  # as long as the others, but not a number Java writes
     runs, decoder = take(b"".join(query(n) for n in numbers))
-    assert [o for run in runs for o in run.opaques()] == [n.encode() for n in numbers[:12]]
+    assert [o for run in runs for o in run.opaques] == [n.encode() for n in numbers[:12]]
     assert len(decoder.feed_raw(b"")) == 8
 
 
@@ -148,4 +149,4 @@ def test_a_different_suffix_on_the_last_frame_of_a_block_is_not_taken() -> None:
     odd = query("1000007", PREFIX, OTHER_VERSION)
     stream = b"".join(query(str(1_000_000 + n)) for n in range(7)) + odd
     runs, decoder = take(stream)
-    assert sum(run.count for run in runs) == 7 and decoder.buffered == len(odd)
+    assert sum(len(run.opaques) for run in runs) == 7 and decoder.buffered == len(odd)

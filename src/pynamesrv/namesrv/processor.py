@@ -27,9 +27,10 @@ from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterB
 from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
-from pynamesrv.remoting.codec import OpaqueRun, encode_frame
+from pynamesrv.remoting.codec import encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.repeats import OpaqueRun
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,6 @@ class _Shape:
 
 _DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
 _LENGTHS = struct.Struct(">iI")
-_STRIDED_MIN: Final = 8  # answers to fewer repeats than this are joined one by one
 
 
 class RouteQueryFastPath:
@@ -174,26 +174,13 @@ class RouteQueryFastPath:
         ) or self._refresh(shape)
 
     def answer_repeats(self, shape: _Shape, runs: list[OpaqueRun]) -> bytes:
-        """Answers to ``runs`` of ``shape``, built the way long runs were cut: the answer
-        with a blank opaque, repeated, with the digits assigned into it strided."""
         started = perf_counter()
-        tail = shape.tail
-        parts: list[bytes | bytearray] = []
-        answers = 0
-        for size, count, digits in runs:
-            head = shape.heads.get(size) or self._head(shape, size)
-            answers += count
-            if count < _STRIDED_MIN:
-                for i in range(0, size * count, size):
-                    parts += (head, digits[i : i + size], tail)
-                continue
-            block = bytearray((head + bytes(size) + tail) * count)
-            answer_len = len(head) + size + len(tail)
-            for j in range(size):
-                block[len(head) + j :: answer_len] = digits[j::size]
-            parts.append(block)
+        heads, tail = shape.heads, shape.tail
+        parts: list[bytes] = []
+        for run in runs:
+            parts += run.rewrite(heads.get(run.size) or self._head(shape, run.size), tail)
         answer = b"".join(parts)
-        self._count(shape, answers, perf_counter() - started)
+        self._count(shape, len(parts) // 3, perf_counter() - started)
         return answer
 
     def _count(self, shape: _Shape, answers: int, seconds: float) -> None:

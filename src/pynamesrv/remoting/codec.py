@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Final, NamedTuple
+from typing import Final
 
 import orjson
 
 from pynamesrv.remoting.codes import LanguageCode
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.repeats import OpaqueRun, take_repeats
 
 # Netty's LengthFieldBasedFrameDecoder limit in Java counts the 4-byte length word too, so the
 # largest accepted value of the length word is this minus 4 (observed: 16777212 waits,
@@ -23,7 +24,6 @@ DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024
 
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-_LENGTHS = struct.Struct(">iI")  # frame length word, serialize type << 24 | header length
 _ROCKETMQ_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
 _ROCKETMQ_FIXED_LEN: Final = 17
 _LANG_BY_BYTE: Final = {lang.value: lang.name for lang in LanguageCode}
@@ -37,52 +37,6 @@ RawFrame = tuple[int, bytes, bytes, int | None]
 # Bodies at least this large get their CRC-32 computed piece by piece as they arrive, so no
 # single read callback spends milliseconds checksumming a 16 MB registration at the end.
 INCREMENTAL_CRC_MIN: Final = 256 * 1024
-
-
-class OpaqueRun(NamedTuple):
-    """``count`` consecutive repeats whose opaques have ``size`` digits each, concatenated
-    in ``digits`` (strided slices move digit ``j`` of every opaque at once)."""
-
-    size: int
-    count: int
-    digits: bytes | bytearray
-
-    def opaques(self) -> list[bytes]:
-        """The opaques as digit strings, frame by frame (for tests and logs)."""
-        size = self.size
-        return [bytes(self.digits[i : i + size]) for i in range(0, size * self.count, size)]
-
-
-# Below this many frames in a read, checking repeats one by one is cheaper than by block.
-_BLOCK_MIN: Final = 8
-
-
-def _take_block(
-    buf: bytearray,
-    pos: int,
-    count: int,
-    frame_len: int,
-    first_digit: int,
-    size: int,
-    template: bytes,
-) -> OpaqueRun | None:
-    """The longest block (halving from ``count``) of frames at ``pos`` equal to ``template``
-    but for their ``size``-digit opaques."""
-    while count >= _BLOCK_MIN:
-        block = buf[pos : pos + count * frame_len]
-        digits = bytearray(count * size)
-        blank = bytes(count)
-        for j in range(size):
-            digits[j::size] = block[first_digit + j :: frame_len]
-            block[first_digit + j :: frame_len] = blank
-        if (
-            block == template * count
-            and digits.isdigit()
-            and (size == 1 or 48 not in digits[::size])
-        ):
-            return OpaqueRun(size, count, digits)
-        count //= 2  # a different frame inside: settle for a shorter block
-    return None
 
 
 class FrameError(ValueError):
@@ -127,55 +81,11 @@ class FrameDecoder:
         self._buffer += data
 
     def take_repeats(self, prefix: bytes, suffix: bytes) -> list[OpaqueRun]:
-        """Consume the complete frames at the front of the buffer that repeat one request
-        with another opaque: body-less JSON frames whose header is ``prefix``, 1 to 10
-        decimal digits without a leading zero, then ``suffix``. Return their opaques.
-
-        A client polling one route sends exactly that, so this is the name server's hot
-        loop, and with many requests in flight it has no Python-level step per frame:
-        frames whose opaques have as many digits are equally long, so a block of them is
-        checked with one comparison against the repeated template (digit slots blanked by
-        strided slice assignment) and the opaques are cut out the same way. The first frame
-        that differs stops the scan and is left, with everything after it, for ``feed_raw``.
-        """
-        buf = self._buffer
-        end = len(buf)
-        fixed = len(prefix) + len(suffix)
-        first_digit = 8 + len(prefix)
-        runs: list[OpaqueRun] = []
-        pos = 0
-        while end - pos >= 8:
-            length, word = _LENGTHS.unpack_from(buf, pos)
-            size = length - 4 - fixed
-            if word != length - 4 or not 0 < size <= 10:  # JSON (type 0), no body
-                break
-            frame_len = 4 + length
-            lead = _LENGTHS.pack(length, word) + prefix  # the length words are part of it
-            count = (end - pos) // frame_len
-            run = None
-            if count >= _BLOCK_MIN:
-                template = lead + bytes(size) + suffix
-                run = _take_block(buf, pos, count, frame_len, first_digit, size, template)
-            if run is None:  # few frames, or a different one among the first: one by one
-                found = []
-                while (
-                    end - pos >= frame_len
-                    and buf.startswith(lead, pos)
-                    and buf.startswith(suffix, pos + first_digit + size)
-                ):
-                    digits = buf[pos + first_digit : pos + first_digit + size]
-                    if not digits.isdigit() or (size > 1 and digits[0] == 48):
-                        break
-                    found.append(digits)
-                    pos += frame_len
-                if not found:
-                    break
-                runs.append(OpaqueRun(size, len(found), b"".join(found)))
-            else:
-                runs.append(run)
-                pos += run.count * frame_len
-        if pos:
-            del buf[:pos]  # repeats are small, so no large frame's running CRC is at the front
+        """Consume the frames at the front of the buffer that repeat one request with
+        other opaques (``repeats.take_repeats``); the rest stays for ``feed_raw``."""
+        runs, taken = take_repeats(self._buffer, prefix, suffix)
+        if taken:  # small frames, so no large frame's running CRC is at the front
+            del self._buffer[:taken]
         return runs
 
     def feed_raw(self, data: bytes) -> list[RawFrame]:

@@ -24,12 +24,12 @@ from pynamesrv.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FrameDecoder,
     FrameError,
-    OpaqueRun,
     RawFrame,
     decode_command,
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.repeats import OpaqueRun
 
 log = logging.getLogger(__name__)
 
