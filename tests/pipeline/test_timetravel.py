@@ -172,3 +172,40 @@ def test_replay_from_each_snapshot_reaches_the_next_one(tmp_path: Path) -> None:
                 assert replay(rows[base:i]).routes() == RouteTable.from_snapshot(row).routes()
                 base, checked = i, checked + 1
     assert checked >= 20
+
+
+def test_replay_follows_admin_changes_of_topic_queues() -> None:
+    """REGISTER_TOPIC_IN_NAMESRV and a one-cluster DELETE_TOPIC change routes without a
+    registration; their journal events replay to the registry's own snapshot."""
+    from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, TopicConfig
+    from pynamesrv.namesrv.routes import RouteInfoManager
+    from pynamesrv.pipeline.timetravel import RouteTable, replay
+
+    routes = RouteInfoManager()
+    rows: list[dict] = [{"type": "server_started", "ts": 0, "seq": 0}]
+
+    def journal(events: list) -> None:
+        rows.extend({**event.to_record(), "ts": len(rows), "seq": len(rows)} for event in events)
+
+    for name, cluster, addr in (("a", "C1", "10.0.0.1:1"), ("b", "C2", "10.0.0.2:1")):
+        body = RegisterBrokerBody(DataVersion(1, 1), [TopicConfig("T", 4, 4, 6)], [])
+        journal(
+            routes.register_broker(
+                cluster=cluster,
+                broker_addr=addr,
+                broker_name=name,
+                broker_id=0,
+                ha_server_addr=None,
+                body_digest=1,
+                load_body=lambda body=body: body,
+                channel=name,
+                now_ms=0,
+            ).events
+        )
+    journal(
+        routes.register_topic("Admin", [QueueData("a", 2, 2, 6, 0), QueueData("b", 1, 1, 6, 0)])
+    )
+    journal(routes.delete_topic("T", "C2"))
+    journal(routes.delete_topic("Admin", "C1"))
+    assert [r["type"] for r in rows].count("topic_queues_changed") == 3
+    assert replay(rows).routes() == RouteTable.from_snapshot(routes.snapshot()).routes()

@@ -167,7 +167,13 @@ def test_delete_topic_in_one_cluster_keeps_other_clusters(routes: RouteInfoManag
     Broker(
         routes, name="broker-b", addr="127.0.0.1:10931", cluster="Other", topics={"T": topic("T")}
     ).register()
-    assert routes.delete_topic("T", "Other") == []
+    [event] = routes.delete_topic("T", "Other")
+    assert (event.TYPE, event.topic, event.reason) == (
+        "topic_queues_changed",
+        "T",
+        "deleted_in_cluster",
+    )
+    assert [q["broker_name"] for q in event.queues] == ["broker-a"]
     assert [q["brokerName"] for q in route(routes, "T")["queueDatas"]] == ["broker-a"]
     assert routes.delete_topic("T", "NoSuchCluster") == []
     assert route(routes, "T") is not None
@@ -280,10 +286,13 @@ def test_register_topic_accepts_only_known_brokers(routes: RouteInfoManager) -> 
     from pynamesrv.namesrv.model import QueueData
 
     Broker(routes).register()
-    routes.register_topic("New", [QueueData("unknown", 1, 1, 6, 0)])
+    assert routes.register_topic("New", [QueueData("unknown", 1, 1, 6, 0)]) == []
     assert route(routes, "New") is None
-    routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)])
+    [event] = routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)])
+    assert (event.TYPE, event.reason) == ("topic_queues_changed", "registered")
+    assert event.queues == [{"broker_name": "broker-a", "read": 2, "write": 2, "perm": 6}]
     assert route(routes, "New")["queueDatas"][0]["readQueueNums"] == 2
+    assert routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)]) == []  # no change
 
 
 def test_filter_servers_appear_in_routes_of_their_broker(routes: RouteInfoManager) -> None:

@@ -19,6 +19,7 @@ _STYLES = {
     "broker_registered": "green",
     "broker_removed": "red",
     "topic_removed": "red",
+    "topic_queues_changed": "yellow",
     "perm_changed": "yellow",
     "kv_changed": "cyan",
     "config_changed": "cyan",
@@ -43,6 +44,9 @@ def describe(record: dict[str, Any]) -> str:
         return f"{record.get('cluster')}/{broker} reason={record.get('reason')}"
     if kind == "topic_removed":
         return f"{record.get('topic')} reason={record.get('reason')}"
+    if kind == "topic_queues_changed":
+        brokers = ",".join(str(q.get("broker_name")) for q in record.get("queues") or [])
+        return f"{record.get('topic')} reason={record.get('reason')} brokers={brokers}"
     if kind == "perm_changed":
         return f"{record.get('broker_name')} {record.get('op')} topics={record.get('topic_count')}"
     if kind == "kv_changed":

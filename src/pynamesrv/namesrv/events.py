@@ -77,6 +77,19 @@ class TopicRemoved(Event):
 
 
 @dataclass(slots=True)
+class TopicQueuesChanged(Event):
+    """An admin command set a topic's queue data without a broker registration
+    (REGISTER_TOPIC_IN_NAMESRV, or DELETE_TOPIC_IN_NAMESRV for one cluster that leaves the
+    topic on others). ``queues`` is the topic's whole queue data afterwards, in the shape of
+    a snapshot's topic entry, so a reader replaces rather than merges."""
+
+    TYPE: ClassVar[str] = "topic_queues_changed"
+    topic: str
+    reason: str  # "registered" or "deleted_in_cluster"
+    queues: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
 class PermChanged(Event):
     TYPE: ClassVar[str] = "perm_changed"
     broker_name: str

@@ -529,7 +529,7 @@ class DefaultRequestProcessor:
                 ]
             except (ValueError, TypeError, KeyError, AttributeError):
                 queue_datas = []
-            self.routes.register_topic(topic, queue_datas)
+            self._emit(self.routes.register_topic(topic, queue_datas))
         return self._ok(request)
 
     # ------------------------------------------------------------------ KV config

@@ -27,6 +27,7 @@ from pynamesrv.namesrv.events import (
     Event,
     PermChanged,
     RemovalReason,
+    TopicQueuesChanged,
     TopicRemoved,
 )
 from pynamesrv.namesrv.model import (
@@ -244,21 +245,25 @@ class RouteInfoManager:
             )
         return result
 
-    def register_topic(self, topic: str, queue_datas: list[QueueData]) -> None:
+    def register_topic(self, topic: str, queue_datas: list[QueueData]) -> list[Event]:
         """5.x REGISTER_TOPIC_IN_NAMESRV (state.md §7): only brokers the server knows."""
         if not queue_datas:
-            return
+            return []
         queues = self.topic_queue_table.get(topic)
         if queues is None:
             if any(q.broker_name not in self.broker_addr_table for q in queue_datas):
-                return
+                return []
             queues = self.topic_queue_table[topic] = {}
+        before = dict(queues)
         for queue_data in queue_datas:
             if queue_data.broker_name not in self.broker_addr_table:
                 break
             queues[queue_data.broker_name] = queue_data
             self._topics_by_broker.setdefault(queue_data.broker_name, set()).add(topic)
+        if queues == before:
+            return []
         self._invalidate((topic,))
+        return [TopicQueuesChanged(topic, "registered", _queue_records(queues))]
 
     # ------------------------------------------------------------------ removal
 
@@ -448,7 +453,9 @@ class RouteInfoManager:
             self._pruned_brokers.add(name)
         self._invalidate((topic,))
         if queues:
-            return []
+            if not names:
+                return []
+            return [TopicQueuesChanged(topic, "deleted_in_cluster", _queue_records(queues))]
         del self.topic_queue_table[topic]
         return [TopicRemoved(topic=topic, reason="deleted")]
 
@@ -578,16 +585,18 @@ class RouteInfoManager:
             }
             for (cluster, addr), live in self.broker_live_table.items()
         ]
-        topics = {
-            topic: [
-                {
-                    "broker_name": q.broker_name,
-                    "read": q.read_queue_nums,
-                    "write": q.write_queue_nums,
-                    "perm": q.perm,
-                }
-                for q in queues.values()
-            ]
-            for topic, queues in self.topic_queue_table.items()
-        }
+        topics = {topic: _queue_records(queues) for topic, queues in self.topic_queue_table.items()}
         return {"brokers": brokers, "topics": topics}
+
+
+def _queue_records(queues: dict[str, QueueData]) -> list[dict[str, Any]]:
+    """A topic's queue data as the journal writes it (snapshot entries, topic events)."""
+    return [
+        {
+            "broker_name": q.broker_name,
+            "read": q.read_queue_nums,
+            "write": q.write_queue_nums,
+            "perm": q.perm,
+        }
+        for q in queues.values()
+    ]

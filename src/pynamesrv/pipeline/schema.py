@@ -69,6 +69,7 @@ JOURNAL_SCHEMA = StructType(
         StructField("last_heartbeat_ts", LongType()),
         # topic, perm, kv and config events
         StructField("topic", StringType()),
+        StructField("queues", ArrayType(SNAPSHOT_QUEUE)),
         StructField("op", StringType()),
         StructField("namespace", StringType()),
         StructField("key", StringType()),
@@ -93,6 +94,7 @@ EVENT_TYPES = (
     "broker_heartbeat",
     "broker_removed",
     "topic_removed",
+    "topic_queues_changed",
     "perm_changed",
     "kv_changed",
     "config_changed",

@@ -10,8 +10,9 @@ journal can reproduce: broker groups (cluster, name, addresses by id) and queue 
 read and write queue numbers, perm). ``topicSysFlag``, ``zoneName``, filter servers and the
 order config are not journaled, so they are left out on both sides rather than guessed.
 
-Not journaled either, so invisible here: REGISTER_TOPIC_IN_NAMESRV, and a DELETE_TOPIC for
-one cluster that leaves the topic on other brokers (no event is written for either).
+REGISTER_TOPIC_IN_NAMESRV and a DELETE_TOPIC for one cluster that leaves the topic on other
+brokers change routes without a registration; the journal records each as a
+``topic_queues_changed`` line holding the topic's whole queue data afterwards.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from pynamesrv.remoting import fastjson
 
 Route = dict[str, list[dict[str, Any]]]
 
-_REPLAYED = (STARTED, "snapshot", REGISTERED, REMOVED, "topic_removed", "perm_changed")
+_REPLAYED = (
+    STARTED,
+    "snapshot",
+    REGISTERED,
+    REMOVED,
+    "topic_removed",
+    "topic_queues_changed",
+    "perm_changed",
+)
 _COLUMNS = (
     "ns",
     "ts",
@@ -45,6 +54,7 @@ _COLUMNS = (
     "topics_changed",
     "topic_configs",
     "topic",
+    "queues",
     "op",
     "brokers",
     "topics",
@@ -114,14 +124,21 @@ class RouteTable:
             _, addrs = table.groups.setdefault(broker["broker_name"], (broker["cluster"], {}))
             addrs[int(broker["broker_id"])] = broker["broker_addr"]
         for topic, queue_list in (row.get("topics") or {}).items():
-            per_broker = table.queues.setdefault(topic, {})
-            for q in queue_list or []:
-                per_broker[q["broker_name"]] = {
-                    "read": int(q["read"]),
-                    "write": int(q["write"]),
-                    "perm": int(q["perm"]),
-                }
+            table.set_queues(topic, queue_list or [])
         return table
+
+    def set_queues(self, topic: str, queue_list: Iterable[Mapping[str, Any]]) -> None:
+        """A topic's whole queue data, as snapshots and ``topic_queues_changed`` list it."""
+        self.queues[topic] = {
+            q["broker_name"]: {
+                "read": int(q["read"]),
+                "write": int(q["write"]),
+                "perm": int(q["perm"]),
+            }
+            for q in queue_list
+        }
+        if not self.queues[topic]:
+            del self.queues[topic]
 
     def register(self, row: Mapping[str, Any], configs: Mapping[str, Mapping[str, int]]) -> None:
         """A registration: the address joins its group (replacing another id on the same
@@ -225,6 +242,8 @@ def replay(
             table.remove(row)
         elif kind == "topic_removed":
             table.queues.pop(row["topic"], None)
+        elif kind == "topic_queues_changed":
+            table.set_queues(row["topic"], row.get("queues") or [])
         elif kind == "perm_changed":
             table.set_perm(row["broker_name"], row["op"])
     return table
