@@ -5,9 +5,9 @@ digits change. The server remembers the last header its fast path answered, spli
 the opaque into ``prefix`` and ``suffix``, and ``take_repeats`` finds the frames at the
 front of the buffer that are ``prefix + digits + suffix``. With many requests in flight a
 read holds dozens of them, and frames whose opaques have as many digits are equally long,
-so one precompiled ``struct`` format cuts a whole block into (lead, digits, suffix) parts
-in a single C call; tuple comparisons check every lead and suffix at once. The answers are
-joined the same way: no Python-level step per frame on either side.
+so one precompiled ``struct`` format cuts a whole block into its opaques and what lies
+between them in a single C call, and one tuple comparison checks every frame boundary at
+once. The answers are joined the same way: no Python-level step per frame on either side.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ class OpaqueRun(NamedTuple):
 
 @lru_cache(maxsize=2048)
 def _cutter(lead_len: int, size: int, suffix_len: int, count: int) -> struct.Struct:
-    return struct.Struct(f"{lead_len}s{size}s{suffix_len}s" * count)
+    """Cuts ``count`` frames into: the first lead, then per frame its opaque and what
+    follows it up to the next opaque (suffix + lead), the last frame's suffix alone."""
+    boundary = f"{size}s{suffix_len + lead_len}s" * (count - 1)
+    return struct.Struct(f"{lead_len}s{boundary}{size}s{suffix_len}s")
 
 
 def take_repeats(
@@ -60,11 +63,12 @@ def take_repeats(
         count = (end - pos) // frame_len
         while count:  # the longest block of repeats from here: all that arrived, or half...
             parts = _cutter(len(lead), size, len(suffix), count).unpack_from(buf, pos)
-            opaques = parts[1::3]
+            opaques = parts[1::2]
             digits = b"".join(opaques)
             if (
-                parts[::3] == (lead,) * count
-                and parts[2::3] == (suffix,) * count
+                parts[0] == lead
+                and parts[2:-1:2] == (suffix + lead,) * (count - 1)
+                and parts[-1] == suffix
                 and digits.isdigit()
                 and (size == 1 or 48 not in digits[::size])  # no leading zero
             ):
