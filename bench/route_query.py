@@ -2,13 +2,15 @@
 
 Two servers are measured with the same load, one after the other:
 
-* pynamesrv (``pynamesrv serve``) holding one broker's route, and
+* pynamesrv (``pynamesrv serve``) holding one broker's routes, and
 * a minimal asyncio server (uvloop) that answers every frame with a constant frame of the
   same size: the ceiling of this runtime on this machine.
 
 Each server is pinned to CPU 0 and the load generators to the other CPUs. Load: several
 processes, each with several connections, each keeping ``depth`` pipelined requests in
-flight, so the generator is not the bottleneck.
+flight, so the generator is not the bottleneck. At 64 in flight the queries are for one
+topic (pynamesrv answers a read of repeats of one query a block at a time, see
+``remoting/repeats.py``) and then for 16 topics in turn (each query on its own).
 
     .venv/bin/python bench/route_query.py [--seconds 5] [--procs 2]
 """
@@ -38,13 +40,23 @@ TOPIC = "BenchTopic"
 REQUEST_COMMAND = RemotingCommand(
     code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, opaque=1, ext_fields={"topic": TOPIC}
 )
-# What clients send: the same query with the next opaque each time (7 digits, as a client
-# that has run a while), so the server cannot answer from the request bytes alone.
-REQUESTS = tuple(
-    encode(RemotingCommand(code=REQUEST_COMMAND.code, version=401, opaque=1_000_000 + i,
-                           ext_fields={"topic": TOPIC}))
-    for i in range(4096)
-)  # fmt: skip
+# Topics of one length, so that their queries and answers are as long as each other.
+MIXED_TOPICS = tuple(f"BenchTopic-{i:02d}" for i in range(16))
+
+
+def route_queries(topics: tuple[str, ...]) -> tuple[bytes, ...]:
+    """What clients send: queries for ``topics`` in turn, each with the next opaque (7
+    digits, as a client that has run a while), so the server cannot answer from the request
+    bytes alone."""
+    return tuple(
+        encode(RemotingCommand(code=REQUEST_COMMAND.code, version=401, opaque=1_000_000 + i,
+                               ext_fields={"topic": topics[i % len(topics)]}))
+        for i in range(4096)
+    )  # fmt: skip
+
+
+REQUESTS = route_queries((TOPIC,))
+MIXED_REQUESTS = route_queries(MIXED_TOPICS)  # a client polling its topics' routes
 
 
 def free_port() -> int:
@@ -55,7 +67,7 @@ def free_port() -> int:
 
 def start_server(
     name: str, cpu: str | None = "0", **properties: object
-) -> tuple[subprocess.Popen, int]:
+) -> tuple[subprocess.Popen, int, Path]:
     """``pynamesrv serve`` on a free port, pinned to ``cpu``, with every file it writes in a
     fresh temporary home; ``properties`` are namesrv.properties keys to add or override."""
     port = free_port()
@@ -260,21 +272,22 @@ def run_load(
 # ---------------------------------------------------------------------- main
 
 
-def register_route(port: int) -> tuple[socket.socket, bytes]:
-    """Register one broker over a plain socket that stays open (closing it would drop the
-    route); return the socket and the server's answer frame to one route query."""
+def register_route(port: int, topics: tuple[str, ...] = (TOPIC,)) -> tuple[socket.socket, bytes]:
+    """Register one broker with ``topics`` over a plain socket that stays open (closing it
+    would drop the routes); return the socket and the server's answer frame to one route
+    query for the first topic."""
     broker = BrokerClient(
         namesrv_addrs=[f"127.0.0.1:{port}"],
         cluster="BenchCluster",
         broker_name="bench-broker",
         broker_id=0,
         broker_addr="127.0.0.1:10911",
-        topics={TOPIC: TopicConfig(TOPIC, 8, 8, 6)},
+        topics={topic: TopicConfig(topic, 8, 8, 6) for topic in topics},
     )
     sock = socket.create_connection(("127.0.0.1", port))
     decoder = FrameDecoder()
     answer = b""
-    for request in (encode(broker.registration_request()), REQUESTS[0]):
+    for request in (encode(broker.registration_request()), route_queries(topics)[0]):
         sock.sendall(request)
         answers: list[RemotingCommand] = []
         while not answers:
@@ -296,7 +309,7 @@ def main() -> None:
     const = None
     try:
         wait_for_port(port)
-        broker_socket, answer = register_route(port)
+        broker_socket, answer = register_route(port, (TOPIC, *MIXED_TOPICS))
         const = mp.Process(target=constant_server, args=(server_cpu, const_port, answer))
         const.start()
         wait_for_port(const_port)
@@ -305,22 +318,27 @@ def main() -> None:
             f"answer frame {len(answer)} bytes; {args.seconds:.0f} s per run"
         )
         columns = ("req/s", "p50 ms", "p99 ms", "p999 ms", "CPU us/req")
-        print(f"{'in flight':>9} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
-        for label, procs, conns, depth in (("1", 1, 1, 1), ("64", args.procs, 8, 64 // 8)):
+        print(f"{'in flight':<16} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
+        runs = (
+            ("1", 1, 1, 1, REQUESTS),
+            ("64", args.procs, 8, 64 // 8, REQUESTS),
+            (f"64, {len(MIXED_TOPICS)} topics", args.procs, 8, 64 // 8, MIXED_REQUESTS),
+        )
+        for label, procs, conns, depth, frames in runs:
             per_proc = max(1, conns // procs)
             rows = {}
             targets = (("pynamesrv", port, server.pid), ("constant-frame", const_port, const.pid))
             for name, target, pid in targets:
                 r = rows[name] = run_load(
-                    target, procs, per_proc, depth, args.seconds, load_cpus, server_pid=pid
+                    target, procs, per_proc, depth, args.seconds, load_cpus, frames, pid
                 )
                 print(
-                    f"{label:>9} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
+                    f"{label:<16} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
                     f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f}"
                 )
             ours, ceiling = rows["pynamesrv"], rows["constant-frame"]
             print(
-                f"{label:>9} {'pynamesrv/ceiling':<15} {ours['rps'] / ceiling['rps']:>9.0%} "
+                f"{label:<16} {'pynamesrv/ceiling':<15} {ours['rps'] / ceiling['rps']:>9.0%} "
                 f"(CPU per request: ceiling/pynamesrv {ceiling['cpu_us'] / ours['cpu_us']:.0%})"
             )
         broker_socket.close()
