@@ -90,47 +90,70 @@ class FrameDecoder:
 
     def feed_raw(self, data: bytes) -> list[RawFrame]:
         """Split complete frames without decoding their headers (the server's fast path
-        answers some frames from their raw header bytes)."""
+        answers some frames from their raw header bytes).
+
+        Usually nothing is buffered when a read arrives, and the frames are cut straight
+        from its bytes; only what follows the last complete frame is kept. Otherwise the
+        read joins the buffer and the frames are cut from a view of it.
+        """
         buf = self._buffer
-        buf += data
+        buffered = bool(buf)
+        if buffered:
+            buf += data
+            src: bytes | memoryview = memoryview(buf)
+        else:
+            src = data
         frames: list[RawFrame] = []
         pos = 0
-        end = len(buf)
+        end = len(src)
         limit = self.max_frame_length - 4
-        view = memoryview(buf)
         try:
             while end - pos >= 4:
-                (length,) = _INT32.unpack_from(buf, pos)
+                (length,) = _INT32.unpack_from(src, pos)
                 if length < 4 or length > limit:
                     raise FrameError(f"frame length {length} outside [4, {limit}]")
-                if end - pos - 4 < length:
+                frame_end = pos + 4 + length
+                if frame_end > end:
                     break
-                (word,) = _UINT32.unpack_from(buf, pos + 4)
+                (word,) = _UINT32.unpack_from(src, pos + 4)
                 serialize, header_len = word >> 24, word & 0xFFFFFF
                 if header_len > length - 4:
                     raise FrameError(f"header length {header_len} beyond the frame ({length - 4})")
                 if serialize > SerializeType.ROCKETMQ:
                     raise FrameError(f"unknown serialize type {serialize}")
-                header_start = pos + 8
-                body_start = header_start + header_len
-                frame_end = pos + 4 + length
+                body_start = pos + 8 + header_len
+                header = src[pos + 8 : body_start]
+                body = src[body_start:frame_end] if frame_end > body_start else b""
                 crc = None
-                if pos == 0 and self._crc_upto:  # this frame's CRC was started earlier
-                    crc = zlib.crc32(view[max(body_start, self._crc_upto) : frame_end], self._crc)
-                    self._crc = self._crc_upto = 0
+                if buffered:
+                    header, body = bytes(header), bytes(body)
+                    if pos == 0 and self._crc_upto:  # this frame's CRC was started earlier
+                        crc = self._finish_crc(src, body_start, frame_end)
+                frames.append((serialize, header, body, crc))  # type: ignore[arg-type]
                 pos = frame_end
-                body = bytes(view[body_start:pos]) if pos > body_start else b""
-                frames.append((serialize, bytes(view[header_start:body_start]), body, crc))
         except FrameError as exc:
             exc.frames = frames
-            view.release()
-            del buf[:pos]
+            self._keep_rest(src, pos, buffered)
             raise
-        view.release()
-        if pos:
-            del buf[:pos]
-        self._advance_crc(buf)
+        self._keep_rest(src, pos, buffered)
         return frames
+
+    def _keep_rest(self, src: bytes | memoryview, pos: int, buffered: bool) -> None:
+        """Keep what follows the complete frames for the next read."""
+        buf = self._buffer
+        if buffered:
+            src.release()  # type: ignore[union-attr]
+            if pos:
+                del buf[:pos]
+        elif pos < len(src):
+            buf += src[pos:]
+        self._advance_crc(buf)
+
+    def _finish_crc(self, src: memoryview, body_start: int, frame_end: int) -> int:
+        """The CRC-32 of the body of the frame at the front, partly computed as it arrived."""
+        crc = zlib.crc32(src[max(body_start, self._crc_upto) : frame_end], self._crc)
+        self._crc = self._crc_upto = 0
+        return crc
 
     def _advance_crc(self, buf: bytearray) -> None:
         """Checksum what arrived of a large incomplete frame's body (now at offset 0)."""
