@@ -15,6 +15,8 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter
 from time import perf_counter
 from typing import Any, Final
 
@@ -27,7 +29,7 @@ from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterB
 from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
-from pynamesrv.remoting.codec import encode_frame
+from pynamesrv.remoting.codec import RawFrame, encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 from pynamesrv.remoting.repeats import OpaqueRun
@@ -102,12 +104,14 @@ class _Shape:
     prefix: bytes = b""  # the request header before the opaque digits
     suffix: bytes = b""  # and after them
     cached: CachedRoute | None = None  # the registry's cache entry the tail was built from
+    generation: int = -1  # the registry's route generation when ``cached`` was last checked
     tail: bytes = b""  # answer header suffix + body
     heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
 
 
 _DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
 _LENGTHS = struct.Struct(">iI")
+_TOPIC_OF: Final = attrgetter("topic")
 
 
 class RouteQueryFastPath:
@@ -116,12 +120,14 @@ class RouteQueryFastPath:
     A client's route queries for one topic differ only in ``opaque``, so the header with the
     opaque digits cut out identifies the request completely. The first query of a shape is
     decoded once to learn its topic and dialect; later ones cost two finds, a slice, a dict
-    look-up and a join, with the request's own opaque digits copied into the answer, and
-    repeats the connection recognises itself (``answer_repeats``) less still. Only plain
-    requests qualify (code 105, flag 0, a string topic, one ``"opaque"`` member, an opaque
-    of 1 to 10 digits without a leading zero); every other shape is remembered as declined
-    and takes the normal path, where behaviour is defined, and so do misses, order configs
-    and the 5.x start-up wait.
+    look-up and a join, with the request's own opaque digits copied into the answer. A read
+    is answered as a batch (one clock reading, one count, and one integer comparison per
+    query tells the cached answer is still current), and repeats of one query the
+    connection recognises itself (``answer_repeats``) cost less still. Only plain requests
+    qualify (code 105, flag 0, a string topic, one ``"opaque"`` member, an opaque of 1 to 10
+    digits without a leading zero); every other shape is remembered as declined and takes
+    the normal path, where behaviour is defined, and so do misses, order configs and the
+    5.x start-up wait.
     """
 
     MAX_SHAPES: Final = 4096  # a client querying random topics cannot grow this without bound
@@ -130,48 +136,61 @@ class RouteQueryFastPath:
         self.processor = processor
         self.config = processor.registry.config
         self.stats = processor.stats
-        self.route_cache = processor.routes.route_cache
+        self.routes = processor.routes
         self._shapes: dict[bytes, _Shape] = {}
         self._latency = self.stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
         self.last_shape: _Shape | None = None
 
     def __call__(self, header: bytes) -> bytes | None:
+        """The answer to one request header, or None to take the normal way."""
+        out: list[bytes] = []
+        answered = self.answer([(SerializeType.JSON, header, b"", None)], 0, out)
+        return b"".join(out) if answered else None
+
+    def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
+        """Append to ``out`` the answers to ``frames[start:]`` up to the first one the normal
+        path must take, and return that frame's index (``len(frames)``: all answered)."""
+        config = self.config
+        if config.order_message_enable or config.need_wait_for_service:
+            return start
         started = perf_counter()
-        start = header.find(b'"opaque":')
-        if start < 0:
-            return None
-        start += 9
-        end = header.find(b",", start)
-        if end < 0:
-            end = header.find(b"}", start)
-        digits = header[start:end]
-        size = len(digits)
-        if not (0 < size <= 10 and digits.isdigit()) or (digits[0] == 48 and size > 1):
-            return None  # negative, spaced, huge or odd: the normal path decides
-        key = header[:start] + header[end:]
-        shape = self._shapes.get(key)
-        if shape is None:
-            shape = self._learn(header, start, end)
-            if len(self._shapes) >= self.MAX_SHAPES:
-                self._shapes.clear()
-            self._shapes[key] = shape
-        if not self.ready(shape):
-            return None
-        self.last_shape = shape
-        answer = b"".join((shape.heads.get(size) or self._head(shape, size), digits, shape.tail))
-        self._count(shape, 1, perf_counter() - started)
-        return answer
+        shapes = self._shapes
+        generation = self.routes.route_generation
+        answered: list[_Shape] = []
+        for serialize, header, body, _ in islice(frames, start, None):
+            if body or serialize != SerializeType.JSON:
+                break
+            begin = header.find(b'"opaque":') + 9
+            if begin < 9:
+                break
+            end = header.find(b",", begin)
+            if end < 0:
+                end = header.find(b"}", begin)
+            digits = header[begin:end]
+            size = len(digits)
+            if not (0 < size <= 10 and digits.isdigit()) or (digits[0] == 48 and size > 1):
+                break  # negative, spaced, huge or odd: the normal path decides
+            key = header[:begin] + header[end:]
+            shape = shapes.get(key)
+            if shape is None:
+                shape = self._learn(key, header, begin, end)
+            if shape.generation != generation and not self._revalidate(shape, generation):
+                break
+            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
+            answered.append(shape)
+        if answered:
+            self.last_shape = answered[-1]
+            self._count(answered, perf_counter() - started)
+        return start + len(answered)
 
     def ready(self, shape: _Shape) -> bool:
         """Answerable from the cache now: a route exists and no setting changes answers at
         run time (order configs, the 5.x start-up wait)."""
         config = self.config
-        if shape is _DECLINED or config.order_message_enable or config.need_wait_for_service:
+        if config.order_message_enable or config.need_wait_for_service:
             return False
-        cached = shape.cached
-        return (
-            cached is not None and self.route_cache.get((shape.topic, shape.standard)) is cached
-        ) or self._refresh(shape)
+        generation = self.routes.route_generation
+        return shape.generation == generation or self._revalidate(shape, generation)
 
     def answer_repeats(self, shape: _Shape, runs: list[OpaqueRun]) -> bytes:
         started = perf_counter()
@@ -180,24 +199,32 @@ class RouteQueryFastPath:
         for run in runs:
             parts += run.rewrite(heads.get(run.size) or self._head(shape, run.size), tail)
         answer = b"".join(parts)
-        self._count(shape, len(parts) // 3, perf_counter() - started)
+        self._count([shape] * (len(parts) // 3), perf_counter() - started)
         return answer
 
-    def _count(self, shape: _Shape, answers: int, seconds: float) -> None:
+    def _count(self, answered: list[_Shape], seconds: float) -> None:
         stats = self.stats
-        stats.route_query_hits += answers
+        count = len(answered)
+        stats.route_query_hits += count
         if stats.count_topics:
-            stats.route_hits_by_topic[shape.topic] += answers
-        self._latency.observe(seconds / answers, answers)
+            stats.route_hits_by_topic.update(map(_TOPIC_OF, answered))
+        self._latency.observe(seconds / count, count)
 
-    def _refresh(self, shape: _Shape) -> bool:
-        """(Re)build the answer tail from the registry's cache; False: normal path."""
-        body = self.processor.routes.route_body(shape.topic, shape.standard, None)
-        if body is None:
+    def _revalidate(self, shape: _Shape, generation: int) -> bool:
+        """Check ``shape``'s answer against the registry's cache, rebuilding it from there
+        when the route changed; False: the normal path answers (no route, or declined)."""
+        if shape is _DECLINED:
             return False
-        shape.cached = self.route_cache.get((shape.topic, shape.standard))
-        shape.tail = _RouteAnswerTemplate.suffix + body
-        shape.heads = {}
+        routes, key = self.routes, (shape.topic, shape.standard)
+        cached = shape.cached
+        if cached is None or routes.route_cache.get(key) is not cached:
+            body = routes.route_body(shape.topic, shape.standard, None)
+            if body is None:
+                return False
+            shape.cached = routes.route_cache.get(key)
+            shape.tail = _RouteAnswerTemplate.suffix + body
+            shape.heads = {}
+        shape.generation = generation
         return True
 
     @staticmethod
@@ -209,8 +236,16 @@ class RouteQueryFastPath:
         shape.heads[size] = head
         return head
 
+    def _learn(self, key: bytes, header: bytes, start: int, end: int) -> _Shape:
+        """Decode a new shape once and remember it (or that it is declined)."""
+        shape = self._decode_shape(header, start, end)
+        if len(self._shapes) >= self.MAX_SHAPES:
+            self._shapes.clear()
+        self._shapes[key] = shape
+        return shape
+
     @staticmethod
-    def _learn(header: bytes, start: int, end: int) -> _Shape:
+    def _decode_shape(header: bytes, start: int, end: int) -> _Shape:
         if header.count(b'"opaque"') != 1:
             return _DECLINED
         try:

@@ -80,6 +80,9 @@ class RouteInfoManager:
         # Encoded route bodies by (topic, standard dialect); an entry is replaced, never
         # mutated, so holding one and checking it is still the one here validates it.
         self.route_cache: dict[tuple[str, bool], CachedRoute] = {}
+        # Bumped whenever cached routes are dropped: while it stands still, every answer built
+        # from the cache is still good, and a hot path checks one integer instead of the cache.
+        self.route_generation = 0
         # Expiry deadlines. The live entry of a key is the one ``_queued_deadline`` names; it may
         # be early (the broker heartbeated since) and is then pushed back with the real deadline
         # when popped, so a heartbeat costs nothing here and a check costs O(1) when nothing
@@ -503,6 +506,7 @@ class RouteInfoManager:
         return body
 
     def _invalidate(self, topics: Iterable[str]) -> None:
+        self.route_generation += 1
         cache = self.route_cache
         if not cache:
             return

@@ -28,7 +28,7 @@ from pynamesrv.remoting.codec import (
     decode_command,
     encode,
 )
-from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.repeats import OpaqueRun
 
 log = logging.getLogger(__name__)
@@ -46,17 +46,19 @@ class RepeatShape(Protocol):
 
 
 class FastPath(Protocol):
-    """Answers body-less JSON requests from their raw header bytes, without decoding them.
+    """Answers requests from their raw frames, without decoding them.
 
-    After answering a header, ``last_shape`` describes it so that the connection can find
-    the same request repeated with other opaques in its next reads and hand them back all
-    at once: a client polling one route costs a few comparisons per request.
+    After answering, ``last_shape`` describes the last request answered so that the
+    connection can find the same request repeated with other opaques in its next reads and
+    hand them back all at once: a client polling one route costs a few comparisons per
+    request.
     """
 
     last_shape: RepeatShape | None
 
-    def __call__(self, header: bytes) -> bytes | None:
-        """The answer frame, or None to take the normal way."""
+    def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
+        """Append the answers to ``frames[start:]`` up to the first frame the normal way
+        must take, and return that frame's index (``len(frames)``: all answered)."""
 
     def ready(self, shape: RepeatShape) -> bool:
         """Whether ``answer_repeats`` may answer ``shape`` now (else the normal way)."""
@@ -140,13 +142,17 @@ class Connection(asyncio.Protocol):
         handler = self.server.handler
         fast_path = self.server.fast_path
         broken = None
-        for serialize, header, body, body_crc in frames:
-            if fast_path is not None and not body and serialize == SerializeType.JSON:
-                fast = fast_path(header)
-                if fast is not None:
-                    out.append(fast)
+        index, count = 0, len(frames)
+        while index < count:
+            if fast_path is not None:
+                answered_to = fast_path.answer(frames, index, out)
+                if answered_to > index:
                     self._repeat = fast_path.last_shape
-                    continue
+                    index = answered_to
+                    if index == count:
+                        break
+            serialize, header, body, body_crc = frames[index]
+            index += 1
             try:
                 command = decode_command(serialize, header, body, body_crc)
             except FrameError as exc:
