@@ -32,7 +32,7 @@ from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codec import RawFrame, encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import OpaqueRun
+from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,21 @@ class _Shape:
     generation: int = -1  # the registry's route generation when ``cached`` was last checked
     tail: bytes = b""  # answer header suffix + body
     heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
+    # opaque digit count -> the request's own length words (a family frame's are checked)
+    request_lengths: dict[int, bytes] = field(default_factory=dict)
+    family: _TopicFamily | None = None  # the headers like this one but for the topic
+
+
+class _TopicFamily(RequestFamily):
+    """Route queries with one header layout, by topic: ``before + topic + between + opaque
+    + after``. ``members`` holds the learned shape of each topic seen."""
+
+    __slots__ = ("after", "before", "between", "members")
+
+    def __init__(self, before: bytes, between: bytes, after: bytes) -> None:
+        super().__init__(before, between, after)
+        self.before, self.between, self.after = before, between, after
+        self.members: dict[bytes, _Shape] = {}
 
 
 _DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
@@ -138,6 +153,7 @@ class RouteQueryFastPath:
         self.stats = processor.stats
         self.routes = processor.routes
         self._shapes: dict[bytes, _Shape] = {}
+        self._families: dict[tuple[bytes, bytes, bytes], _TopicFamily] = {}
         self._latency = self.stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
         self.last_shape: _Shape | None = None
 
@@ -178,10 +194,33 @@ class RouteQueryFastPath:
                 break
             out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
             answered.append(shape)
-        if answered:
-            self.last_shape = answered[-1]
-            self._count(answered, perf_counter() - started)
+        self._count(answered, started)
         return start + len(answered)
+
+    def answer_family(
+        self, family: _TopicFamily, found: list[FamilyFrame], out: list[bytes]
+    ) -> int:
+        """Append to ``out`` the answers to ``found`` (frames of ``family``) up to the first
+        one the normal path must take, and return how many were answered. A frame whose
+        length words are not those its header needs is left to the normal path too."""
+        config = self.config
+        if config.order_message_enable or config.need_wait_for_service:
+            return 0
+        started = perf_counter()
+        generation = self.routes.route_generation
+        members = family.members
+        answered: list[_Shape] = []
+        for lengths, topic, digits in found:
+            shape = members.get(topic) or self._join(family, topic, digits)
+            if shape.generation != generation and not self._revalidate(shape, generation):
+                break
+            size = len(digits)
+            if lengths != (shape.request_lengths.get(size) or self._lengths(shape, size)):
+                break
+            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
+            answered.append(shape)
+        self._count(answered, started)
+        return len(answered)
 
     def ready(self, shape: _Shape) -> bool:
         """Answerable from the cache now: a route exists and no setting changes answers at
@@ -199,16 +238,20 @@ class RouteQueryFastPath:
         for run in runs:
             parts += run.rewrite(heads.get(run.size) or self._head(shape, run.size), tail)
         answer = b"".join(parts)
-        self._count([shape] * (len(parts) // 3), perf_counter() - started)
+        self._count([shape] * (len(parts) // 3), started)
         return answer
 
-    def _count(self, answered: list[_Shape], seconds: float) -> None:
-        stats = self.stats
+    def _count(self, answered: list[_Shape], started: float) -> None:
+        """Count the answers of one read, remember the last one's shape for the next read."""
         count = len(answered)
+        if not count:
+            return
+        self.last_shape = answered[-1]
+        stats = self.stats
         stats.route_query_hits += count
         if stats.count_topics:
             stats.route_hits_by_topic.update(map(_TOPIC_OF, answered))
-        self._latency.observe(seconds / count, count)
+        self._latency.observe((perf_counter() - started) / count, count)
 
     def _revalidate(self, shape: _Shape, generation: int) -> bool:
         """Check ``shape``'s answer against the registry's cache, rebuilding it from there
@@ -228,6 +271,14 @@ class RouteQueryFastPath:
         return True
 
     @staticmethod
+    def _lengths(shape: _Shape, size: int) -> bytes:
+        """The length words of a request of ``shape`` whose opaque has ``size`` digits."""
+        header_length = len(shape.prefix) + size + len(shape.suffix)
+        lengths = _LENGTHS.pack(4 + header_length, header_length)  # JSON: type 0
+        shape.request_lengths[size] = lengths
+        return lengths
+
+    @staticmethod
     def _head(shape: _Shape, size: int) -> bytes:
         """Length words and answer header up to the opaque, for opaques of ``size`` digits."""
         header_length = len(_RouteAnswerTemplate.prefix) + size + len(_RouteAnswerTemplate.suffix)
@@ -241,7 +292,48 @@ class RouteQueryFastPath:
         shape = self._decode_shape(header, start, end)
         if len(self._shapes) >= self.MAX_SHAPES:
             self._shapes.clear()
+            self._families.clear()
         self._shapes[key] = shape
+        if shape is not _DECLINED:
+            shape.family = self._family_of(shape)
+        return shape
+
+    def _family_of(self, shape: _Shape) -> _TopicFamily | None:
+        """The family of headers that differ from ``shape``'s only in topic and opaque, when
+        the topic stands plainly before the opaque."""
+        topic = shape.topic
+        marker = b'"topic":"' + topic.encode() + b'"'
+        prefix = shape.prefix
+        if (
+            not RequestFamily.accepts(topic)
+            or prefix.count(b'"topic"') != 1
+            or b'"topic"' in shape.suffix
+            or marker not in prefix
+        ):
+            return None
+        at = prefix.index(marker) + len(b'"topic":"')
+        parts = (prefix[:at], prefix[at + len(topic) :], shape.suffix)
+        family = self._families.get(parts)
+        if family is None:
+            family = self._families[parts] = _TopicFamily(*parts)
+        family.members[topic.encode()] = shape
+        return family
+
+    def _join(self, family: _TopicFamily, topic: bytes, digits: bytes) -> _Shape:
+        """The shape of ``family``'s query for a topic not seen in it yet: learned from its
+        header like any other (a decline is remembered as well)."""
+        start = len(family.before) + len(topic) + len(family.between)
+        key = family.before + topic + family.between + family.after
+        shape = self._shapes.get(key)
+        if shape is None:
+            header = key[:start] + digits + key[start:]
+            shape = self._learn(key, header, start, start + len(digits))
+        if shape is not _DECLINED and shape.family is not family:
+            shape = _DECLINED  # the same header for this topic is of another family (or none)
+        members = family.members
+        if len(members) >= self.MAX_SHAPES:
+            members.clear()
+        members[topic] = shape
         return shape
 
     @staticmethod

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Final
 
 import orjson
 
 from pynamesrv.remoting.codes import LanguageCode
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import OpaqueRun, take_repeats
+from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily, take_repeats
 
 # Netty's LengthFieldBasedFrameDecoder limit in Java counts the 4-byte length word too, so the
 # largest accepted value of the length word is this minus 4 (observed: 16777212 waits,
@@ -87,6 +88,16 @@ class FrameDecoder:
         if taken:  # small frames, so no large frame's running CRC is at the front
             del self._buffer[:taken]
         return runs
+
+    def take_family(self, family: RequestFamily, answer: Callable[[list[FamilyFrame]], int]) -> int:
+        """Offer the frames of ``family`` at the front of the buffer to ``answer``, which
+        answers some of them from the first and says how many; consume those and return
+        their number. The rest stays for ``feed_raw``."""
+        found, taken = family.find(self._buffer)
+        answered = answer(found) if found else 0
+        if answered:
+            del self._buffer[: taken if answered == len(found) else family.size(found[:answered])]
+        return answered
 
     def feed_raw(self, data: bytes) -> list[RawFrame]:
         """Split complete frames without decoding their headers (the server's fast path

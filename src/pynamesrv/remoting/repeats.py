@@ -12,6 +12,7 @@ once. The answers are joined the same way: no Python-level step per frame on eit
 
 from __future__ import annotations
 
+import re
 import struct
 from functools import lru_cache
 from typing import Final, NamedTuple
@@ -59,6 +60,8 @@ def take_repeats(
         if word != length - 4 or not 0 < size <= _MAX_DIGITS:
             break  # another request (or a body, or not JSON)
         lead = _LENGTHS.pack(length, word) + prefix  # the length words are part of it
+        if not buf.startswith(lead, pos):
+            break  # another request of the same length: the usual miss, found at once
         frame_len = 4 + length
         count = (end - pos) // frame_len
         while count:  # the longest block of repeats from here: all that arrived, or half...
@@ -79,3 +82,54 @@ def take_repeats(
         runs.append(OpaqueRun(size, frame_len, opaques))
         pos += count * frame_len
     return runs, pos
+
+
+# What a RocketMQ topic name may hold (TopicValidator: ^[%|a-zA-Z0-9_-]+$, at most 127
+# characters): nothing JSON escapes, so a topic's bytes in a header are the name itself.
+_NAME: Final = rb"[%|a-zA-Z0-9_-]{1,127}"
+_DIGITS: Final = rb"0|[1-9][0-9]{0,9}"  # an opaque as the fast path accepts it
+_NAME_ONLY: Final = re.compile(_NAME.decode(), re.ASCII)
+
+# One frame of a family, as found: its two length words, the name, the opaque digits.
+FamilyFrame = tuple[bytes, bytes, bytes]
+
+
+class RequestFamily:
+    """Requests that differ only in one name and their opaque: a client polling the routes
+    of its topics, say. A header of the family is ``before + name + between + digits +
+    after``.
+
+    ``find`` cuts a whole read of such frames with two regular-expression calls: one finds
+    how far the run of family frames reaches from the front, the other lists each frame's
+    length words, name and digits. Each part matches in one way only (a name stops at the
+    quote that ``between`` starts with, the digits at the non-digit that starts ``after``),
+    so the two calls agree on the frames. The length words are not checked here: the caller
+    compares them with what the header's length must be.
+    """
+
+    __slots__ = ("_frame", "_run", "fixed")
+
+    def __init__(self, before: bytes, between: bytes, after: bytes) -> None:
+        self.fixed = 8 + len(before) + len(between) + len(after)
+        before, between, after = re.escape(before), re.escape(between), re.escape(after)
+        self._frame = re.compile(
+            rb"(?s)(.{8})" + before + b"(" + _NAME + b")" + between + b"(" + _DIGITS + b")" + after
+        )
+        one = rb".{8}" + before + _NAME + between + b"(?:" + _DIGITS + b")" + after
+        self._run = re.compile(rb"(?s)(?:" + one + b")+")
+
+    @staticmethod
+    def accepts(name: str) -> bool:
+        """Whether a family can hold this name (a valid topic name)."""
+        return _NAME_ONLY.fullmatch(name) is not None
+
+    def find(self, buf: bytes | bytearray) -> tuple[list[FamilyFrame], int]:
+        """The family frames at the front of ``buf`` and the bytes they take."""
+        run = self._run.match(buf)
+        if run is None:
+            return [], 0
+        return self._frame.findall(buf, 0, run.end()), run.end()
+
+    def size(self, frames: list[FamilyFrame]) -> int:
+        """The bytes these frames take."""
+        return sum(self.fixed + len(name) + len(digits) for _, name, digits in frames)

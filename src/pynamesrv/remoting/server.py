@@ -18,6 +18,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Final, Protocol
 
 from pynamesrv.remoting.codec import (
@@ -29,7 +30,7 @@ from pynamesrv.remoting.codec import (
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand
-from pynamesrv.remoting.repeats import OpaqueRun
+from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,12 @@ CloseListener = Callable[["Connection", str], None]
 
 
 class RepeatShape(Protocol):
-    """A request header a fast path answered, minus its opaque digits."""
+    """A request header a fast path answered, minus its opaque digits, and the family of
+    requests like it that differ in one name too (if any)."""
 
     prefix: bytes
     suffix: bytes
+    family: RequestFamily | None
 
 
 class FastPath(Protocol):
@@ -51,7 +54,8 @@ class FastPath(Protocol):
     After answering, ``last_shape`` describes the last request answered so that the
     connection can find the same request repeated with other opaques in its next reads and
     hand them back all at once: a client polling one route costs a few comparisons per
-    request.
+    request. Requests of the same family (the same header but for one name) are found a
+    read at a time too, and answered by name.
     """
 
     last_shape: RepeatShape | None
@@ -65,6 +69,12 @@ class FastPath(Protocol):
 
     def answer_repeats(self, shape: RepeatShape, runs: list[OpaqueRun]) -> bytes:
         """The answer frames to ``shape`` repeated with these opaques, in order."""
+
+    def answer_family(
+        self, family: RequestFamily, found: list[FamilyFrame], out: list[bytes]
+    ) -> int:
+        """Append the answers to ``found`` up to the first one the normal way must take,
+        and return how many were answered."""
 
 
 CLOSED: Final = "channel_closed"
@@ -122,9 +132,14 @@ class Connection(asyncio.Protocol):
                 runs = decoder.take_repeats(repeat.prefix, repeat.suffix)
                 if runs:
                     out.append(fast_path.answer_repeats(repeat, runs))
-            if not decoder.buffered:  # the usual end: every frame was a repeat
+            family = repeat.family
+            if family is not None and decoder.buffered:
+                answer = partial(fast_path.answer_family, family, out=out)
+                if decoder.take_family(family, answer):
+                    self._repeat = fast_path.last_shape
+            if not decoder.buffered:  # the usual end: every frame was answered here
                 if out and self.transport is not None:
-                    self.transport.write(out[0])
+                    self.transport.write(b"".join(out) if len(out) > 1 else out[0])
                 return
         broken: FrameError | None = None
         try:

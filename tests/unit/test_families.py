@@ -1,0 +1,185 @@
+"""Families of route queries (one header layout, any topic): reads of them are answered byte
+for byte as the normal path answers them one by one, however the stream is cut, and frames
+that do not belong are left to the normal path."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.remoting.codec import encode, encode_frame
+from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.repeats import RequestFamily
+from pynamesrv.remoting.server import Connection, RemotingServer
+
+ROUTED = ["TopicA", "TopicB-1", "t%x|y_Z", "T/ö"]  # the last one cannot be in a family
+UNROUTED = ["Missing", "X" * 130]
+
+
+def controller() -> NamesrvController:
+    ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
+    topics = [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)]
+    ctrl.routes.register_broker(
+        cluster="C",
+        broker_addr="127.0.0.1:10911",
+        broker_name="b",
+        broker_id=0,
+        ha_server_addr=None,
+        body_digest=1,
+        load_body=lambda: RegisterBrokerBody(DataVersion(1, 1), topics, []),
+        channel="broker",
+        now_ms=0,
+    )
+    return ctrl
+
+
+class Wire:
+    """The transport side of a Connection: what it wrote, and whether it closed."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def set_write_buffer_limits(self, **limits: int) -> None:
+        pass
+
+
+def serve(chunks: list[bytes], fast: bool) -> Wire:
+    ctrl = controller()
+    server = RemotingServer(
+        ctrl._handle, fast_path=ctrl._route_fast_path if fast else None, idle_seconds=0
+    )
+    conn, wire = Connection(server), Wire()
+    conn.connection_made(wire)  # type: ignore[arg-type]
+    for chunk in chunks:
+        if wire.closed:
+            break
+        conn.data_received(chunk)
+    return wire
+
+
+def java_query(topic: str, opaque: int, version: int = 401) -> bytes:
+    return encode(
+        RemotingCommand(code=105, version=version, opaque=opaque, ext_fields={"topic": topic})
+    )
+
+
+def raw_query(topic: str, digits: str) -> bytes:
+    """A Java-layout query with opaque digits Java would not write."""
+    header = (
+        b'{"code":105,"extFields":{"topic":"' + topic.encode() + b'"},"flag":0,'
+        b'"language":"JAVA","opaque":' + digits.encode() + b',"serializeTypeCurrentRPC":'
+        b'"JSON","version":401}'
+    )
+    return encode_frame(SerializeType.JSON, header, b"")
+
+
+def misframed(frame: bytes, delta: int) -> bytes:
+    (length,) = struct.unpack_from(">i", frame)
+    return struct.pack(">i", length + delta) + frame[4:]
+
+
+topics = st.sampled_from(ROUTED + UNROUTED)
+opaques = st.integers(0, 2**31 - 1)
+family_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
+frames = st.one_of(
+    st.builds(java_query, topics, opaques),  # unrouted and non-family topics too
+    st.builds(java_query, topics, opaques, st.sampled_from([317, 402])),  # other layouts
+    st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5"])),
+    st.builds(lambda o: encode(RemotingCommand(code=106, opaque=o)), opaques),
+    st.builds(lambda t: java_query(t, 1)[:-1] + b"x", topics),  # with a one-byte body
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 9), family_queries, frames).map(lambda t: t[1 + (t[0] > 7)]),
+        min_size=2,
+        max_size=60,
+    ),
+    st.lists(st.integers(1, 4000), min_size=1, max_size=20),
+    st.one_of(st.none(), st.tuples(st.integers(0, 59), st.sampled_from([-3, -1, 1, 2]))),
+)
+def test_answers_equal_the_normal_path(
+    stream_frames: list[bytes], cuts: list[int], broken: tuple[int, int] | None
+) -> None:
+    """Mostly queries of one layout for routed topics, some odd frames among them; the first
+    frame arrives alone (so the connection may know a layout), the rest in reads of the
+    given sizes, over and over."""
+    if broken is not None:
+        at = broken[0] % len(stream_frames)
+        stream_frames[at] = misframed(stream_frames[at], broken[1])
+    stream = b"".join(stream_frames[1:])
+    chunks, at = [stream_frames[0]], 0
+    for cut in cuts * (len(stream) // sum(cuts) + 1):
+        chunks.append(stream[at : at + cut])
+        at += cut
+    fast, normal = serve(chunks, fast=True), serve(chunks, fast=False)
+    assert (bytes(fast.written), fast.closed) == (bytes(normal.written), normal.closed)
+
+
+def test_a_read_of_queries_for_many_topics_is_found_in_one_go() -> None:
+    family = RequestFamily(b'{"code":105,"extFields":{"topic":"', b'"},"v":1,"opaque":', b"}")
+    stream = b"".join(
+        encode_frame(SerializeType.JSON, b'{"code":105,"extFields":{"topic":"%s"},"v":1,'
+                     b'"opaque":%d}' % (topic, opaque), b"")
+        for opaque, topic in enumerate([b"A", b"Bb", b"C%|_-9", b"A"] * 5)
+    )  # fmt: skip
+    found, taken = family.find(stream)
+    assert taken == len(stream) == family.size(found)
+    assert [(name, digits) for _, name, digits in found[:5]] == [
+        (b"A", b"0"), (b"Bb", b"1"), (b"C%|_-9", b"2"), (b"A", b"3"), (b"A", b"4")
+    ]  # fmt: skip
+    assert [lengths for lengths, _, _ in found] == [
+        stream[start : start + 8] for start in _frame_starts(stream)
+    ]
+
+
+def _frame_starts(stream: bytes) -> list[int]:
+    starts, at = [], 0
+    while at < len(stream):
+        starts.append(at)
+        at += 4 + struct.unpack_from(">i", stream, at)[0]
+    return starts
+
+
+def test_mixed_topic_reads_are_answered_by_the_family_path() -> None:
+    ctrl = controller()
+    fast_path = ctrl._route_fast_path
+    server = RemotingServer(ctrl._handle, fast_path=fast_path, idle_seconds=0)
+    conn, wire = Connection(server), Wire()
+    conn.connection_made(wire)  # type: ignore[arg-type]
+    conn.data_received(java_query("TopicA", 1))  # learns the layout
+    family = fast_path.last_shape.family  # type: ignore[union-attr]
+    assert family is not None
+    block = b"".join(java_query(ROUTED[(n + 1) % 3], 2 + n) for n in range(30))
+    answered: list[int] = []
+    original = fast_path.answer_family
+
+    def spy(*args: object, **kwargs: object) -> int:
+        answered.append(original(*args, **kwargs))  # type: ignore[arg-type]
+        return answered[-1]
+
+    fast_path.answer_family = spy  # type: ignore[method-assign]
+    conn.data_received(block)
+    assert answered == [30] and conn.decoder.buffered == 0
+    assert set(family.members) == {b"TopicA", b"TopicB-1", b"t%x|y_Z"}
+    assert ctrl.stats.route_query_hits == 31
