@@ -107,8 +107,8 @@ class _Shape:
     generation: int = -1  # the registry's route generation when ``cached`` was last checked
     tail: bytes = b""  # answer header suffix + body
     heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
-    # opaque digit count -> the request's own length words (a family frame's are checked)
-    request_lengths: dict[int, bytes] = field(default_factory=dict)
+    # a family frame's length words -> its answer head, for length words that fit the header
+    heads_by_lengths: dict[bytes, bytes] = field(default_factory=dict)
     family: _TopicFamily | None = None  # the headers like this one but for the topic
 
 
@@ -214,10 +214,10 @@ class RouteQueryFastPath:
             shape = members.get(topic) or self._join(family, topic, digits)
             if shape.generation != generation and not self._revalidate(shape, generation):
                 break
-            size = len(digits)
-            if lengths != (shape.request_lengths.get(size) or self._lengths(shape, size)):
+            head = shape.heads_by_lengths.get(lengths) or self._head_if_fits(shape, lengths, digits)
+            if head is None:
                 break
-            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
+            out += (head, digits, shape.tail)
             answered.append(shape)
         self._count(answered, started)
         return len(answered)
@@ -266,17 +266,19 @@ class RouteQueryFastPath:
                 return False
             shape.cached = routes.route_cache.get(key)
             shape.tail = _RouteAnswerTemplate.suffix + body
-            shape.heads = {}
+            shape.heads, shape.heads_by_lengths = {}, {}
         shape.generation = generation
         return True
 
-    @staticmethod
-    def _lengths(shape: _Shape, size: int) -> bytes:
-        """The length words of a request of ``shape`` whose opaque has ``size`` digits."""
+    def _head_if_fits(self, shape: _Shape, lengths: bytes, digits: bytes) -> bytes | None:
+        """The answer head for a family frame of ``shape`` with these length words, or None
+        when they are not the ones its header needs (the frame is not what it seems)."""
+        size = len(digits)
         header_length = len(shape.prefix) + size + len(shape.suffix)
-        lengths = _LENGTHS.pack(4 + header_length, header_length)  # JSON: type 0
-        shape.request_lengths[size] = lengths
-        return lengths
+        if lengths != _LENGTHS.pack(4 + header_length, header_length):  # JSON: type 0
+            return None
+        head = shape.heads_by_lengths[lengths] = shape.heads.get(size) or self._head(shape, size)
+        return head
 
     @staticmethod
     def _head(shape: _Shape, size: int) -> bytes:
