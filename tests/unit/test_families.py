@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
-from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.namesrv.model import TopicConfig
 from pynamesrv.remoting.codec import encode, encode_frame
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 from pynamesrv.remoting.repeats import RequestFamily
 from pynamesrv.remoting.server import Connection, RemotingServer
+
+from .test_fast_path import register_topics
 
 ROUTED = ["TopicA", "TopicB-1", "t%x|y_Z", "T/ö"]  # the last one cannot be in a family
 UNROUTED = ["Missing", "X" * 130]
@@ -23,18 +25,7 @@ UNROUTED = ["Missing", "X" * 130]
 
 def controller() -> NamesrvController:
     ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
-    topics = [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)]
-    ctrl.routes.register_broker(
-        cluster="C",
-        broker_addr="127.0.0.1:10911",
-        broker_name="b",
-        broker_id=0,
-        ha_server_addr=None,
-        body_digest=1,
-        load_body=lambda: RegisterBrokerBody(DataVersion(1, 1), topics, []),
-        channel="broker",
-        now_ms=0,
-    )
+    register_topics(ctrl, [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)])
     return ctrl
 
 

@@ -19,7 +19,12 @@ def controller() -> NamesrvController:
 
 
 def register(ctrl: NamesrvController, queues: int, counter: int = 1) -> None:
-    body = RegisterBrokerBody(DataVersion(1, counter), [TopicConfig("T/ö", queues, queues, 6)], [])
+    register_topics(ctrl, [TopicConfig("T/ö", queues, queues, 6)], counter)
+
+
+def register_topics(ctrl: NamesrvController, topics: list[TopicConfig], counter: int = 1) -> None:
+    """One broker on channel "conn" with ``topics``; ``counter`` is its data version."""
+    body = RegisterBrokerBody(DataVersion(1, counter), topics, [])
     ctrl.routes.register_broker(
         cluster="C",
         broker_addr="127.0.0.1:10911",
