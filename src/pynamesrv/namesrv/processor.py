@@ -116,11 +116,10 @@ class _TopicFamily(RequestFamily):
     """Route queries with one header layout, by topic: ``before + topic + between + opaque
     + after``. ``members`` holds the learned shape of each topic seen."""
 
-    __slots__ = ("after", "before", "between", "members")
+    __slots__ = ("members",)
 
     def __init__(self, before: bytes, between: bytes, after: bytes) -> None:
         super().__init__(before, between, after)
-        self.before, self.between, self.after = before, between, after
         self.members: dict[bytes, _Shape] = {}
 
 
@@ -166,8 +165,7 @@ class RouteQueryFastPath:
     def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
         """Append to ``out`` the answers to ``frames[start:]`` up to the first one the normal
         path must take, and return that frame's index (``len(frames)``: all answered)."""
-        config = self.config
-        if config.order_message_enable or config.need_wait_for_service:
+        if not self._cache_answers():
             return start
         started = perf_counter()
         shapes = self._shapes
@@ -203,8 +201,7 @@ class RouteQueryFastPath:
         """Append to ``out`` the answers to ``found`` (frames of ``family``) up to the first
         one the normal path must take, and return how many were answered. A frame whose
         length words are not those its header needs is left to the normal path too."""
-        config = self.config
-        if config.order_message_enable or config.need_wait_for_service:
+        if not self._cache_answers():
             return 0
         started = perf_counter()
         generation = self.routes.route_generation
@@ -225,11 +222,16 @@ class RouteQueryFastPath:
     def ready(self, shape: _Shape) -> bool:
         """Answerable from the cache now: a route exists and no setting changes answers at
         run time (order configs, the 5.x start-up wait)."""
-        config = self.config
-        if config.order_message_enable or config.need_wait_for_service:
+        if not self._cache_answers():
             return False
         generation = self.routes.route_generation
         return shape.generation == generation or self._revalidate(shape, generation)
+
+    def _cache_answers(self) -> bool:
+        """Whether cached answers are answers now: no setting changes them at run time
+        (order configs, the 5.x start-up wait)."""
+        config = self.config
+        return not (config.order_message_enable or config.need_wait_for_service)
 
     def answer_repeats(self, shape: _Shape, runs: list[OpaqueRun]) -> bytes:
         started = perf_counter()

@@ -107,10 +107,11 @@ class RequestFamily:
     compares them with what the header's length must be.
     """
 
-    __slots__ = ("_frame", "_run", "fixed")
+    __slots__ = ("_fixed", "_frame", "_run", "after", "before", "between")
 
     def __init__(self, before: bytes, between: bytes, after: bytes) -> None:
-        self.fixed = 8 + len(before) + len(between) + len(after)
+        self.before, self.between, self.after = before, between, after
+        self._fixed = 8 + len(before) + len(between) + len(after)
         before, between, after = re.escape(before), re.escape(between), re.escape(after)
         self._frame = re.compile(
             rb"(?s)(.{8})" + before + b"(" + _NAME + b")" + between + b"(" + _DIGITS + b")" + after
@@ -132,4 +133,4 @@ class RequestFamily:
 
     def size(self, frames: list[FamilyFrame]) -> int:
         """The bytes these frames take."""
-        return sum(self.fixed + len(name) + len(digits) for _, name, digits in frames)
+        return sum(self._fixed + len(name) + len(digits) for _, name, digits in frames)
