@@ -9,8 +9,9 @@ Two servers are measured with the same load, one after the other:
 Each server is pinned to CPU 0 and the load generators to the other CPUs. Load: several
 processes, each with several connections, each keeping ``depth`` pipelined requests in
 flight, so the generator is not the bottleneck. At 64 in flight the queries are for one
-topic (pynamesrv answers a read of repeats of one query a block at a time, see
-``remoting/repeats.py``) and then for 16 topics in turn (each query on its own).
+topic and then for 16 topics in turn: pynamesrv cuts a read of repeats of one query with
+one struct format, and a read of one header layout with other topics with two regular
+expressions (``remoting/repeats.py``).
 
     .venv/bin/python bench/route_query.py [--seconds 5] [--procs 2]
 """
@@ -44,15 +45,17 @@ REQUEST_COMMAND = RemotingCommand(
 MIXED_TOPICS = tuple(f"BenchTopic-{i:02d}" for i in range(16))
 
 
+def route_query(topic: str, opaque: int) -> bytes:
+    return encode(RemotingCommand(
+        code=REQUEST_COMMAND.code, version=401, opaque=opaque, ext_fields={"topic": topic}
+    ))  # fmt: skip
+
+
 def route_queries(topics: tuple[str, ...]) -> tuple[bytes, ...]:
     """What clients send: queries for ``topics`` in turn, each with the next opaque (7
     digits, as a client that has run a while), so the server cannot answer from the request
     bytes alone."""
-    return tuple(
-        encode(RemotingCommand(code=REQUEST_COMMAND.code, version=401, opaque=1_000_000 + i,
-                               ext_fields={"topic": topics[i % len(topics)]}))
-        for i in range(4096)
-    )  # fmt: skip
+    return tuple(route_query(topics[i % len(topics)], 1_000_000 + i) for i in range(4096))
 
 
 REQUESTS = route_queries((TOPIC,))
@@ -287,7 +290,7 @@ def register_route(port: int, topics: tuple[str, ...] = (TOPIC,)) -> tuple[socke
     sock = socket.create_connection(("127.0.0.1", port))
     decoder = FrameDecoder()
     answer = b""
-    for request in (encode(broker.registration_request()), route_queries(topics)[0]):
+    for request in (encode(broker.registration_request()), route_query(topics[0], 1)):
         sock.sendall(request)
         answers: list[RemotingCommand] = []
         while not answers:
