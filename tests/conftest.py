@@ -34,7 +34,7 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
         )
         overrides = {"httpPort": 0, "journalEnable": False, **overrides}
         for key, value in overrides.items():
-            assert config.set(key, str(value).lower() if isinstance(value, bool) else str(value))
+            config.set(key, str(value).lower() if isinstance(value, bool) else str(value))
         controller = NamesrvController(config, host="127.0.0.1")
         await controller.start()
         started.append(controller)

@@ -157,9 +157,9 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
     await c0.stop()  # UNREGISTER_BROKER: ClusterB keeps broker-b, TopicZ loses its route
     for code in (9999, 123456):  # codes no name server knows: one bounded "other" series
         assert (await raw_request(ctrl.port, code)).code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    ctrl.kv.put("ns1", "k1", "v1")
-    ctrl.kv.put("ns2", "k2", "v2")
-    ctrl.kv.put("ns2", "k3", "v3")
+    ctrl.kv.apply(ctrl.kv.plan_put("ns1", "k1", "v1"))
+    ctrl.kv.apply(ctrl.kv.plan_put("ns2", "k2", "v2"))
+    ctrl.kv.apply(ctrl.kv.plan_put("ns2", "k3", "v3"))
     # Closed clients leave asynchronously: wait until only the three live brokers' are open.
     await wait_for(lambda: len(ctrl.server.connections) == 3)
 

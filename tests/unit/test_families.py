@@ -15,10 +15,12 @@ from pynamesrv.namesrv.model import TopicConfig
 from pynamesrv.remoting.codec import encode, encode_frame
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 from pynamesrv.remoting.repeats import RequestFamily
-from pynamesrv.remoting.server import Connection, RemotingServer
+from pynamesrv.remoting.server import Connection, RemotingServer, ServerLimits
 
 from .test_fast_path import register_topics
 
+# Driven without an event loop: no idle or incomplete-frame timers.
+NO_TIMERS = ServerLimits(idle_seconds=0, frame_read_timeout_s=0)
 ROUTED = ["TopicA", "TopicB-1", "t%x|y_Z", "T/ö"]  # the last one cannot be in a family
 UNROUTED = ["Missing", "X" * 130]
 
@@ -51,11 +53,17 @@ class Wire:
     def set_write_buffer_limits(self, **limits: int) -> None:
         pass
 
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
 
 def serve(chunks: list[bytes], fast: bool) -> Wire:
     ctrl = controller()
     server = RemotingServer(
-        ctrl._handle, fast_path=ctrl._route_fast_path if fast else None, idle_seconds=0
+        ctrl._handle, fast_path=ctrl._route_fast_path if fast else None, limits=NO_TIMERS
     )
     conn, wire = Connection(server), Wire()
     conn.connection_made(wire)  # type: ignore[arg-type]
@@ -93,7 +101,7 @@ family_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
 frames = st.one_of(
     st.builds(java_query, topics, opaques),  # unrouted and non-family topics too
     st.builds(java_query, topics, opaques, st.sampled_from([317, 402])),  # other layouts
-    st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5"])),
+    st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5", "2147483648"])),
     st.builds(lambda o: encode(RemotingCommand(code=106, opaque=o)), opaques),
     st.builds(lambda t: java_query(t, 1)[:-1] + b"x", topics),  # with a one-byte body
 )
@@ -155,7 +163,7 @@ def _frame_starts(stream: bytes) -> list[int]:
 def test_mixed_topic_reads_are_answered_by_the_family_path() -> None:
     ctrl = controller()
     fast_path = ctrl._route_fast_path
-    server = RemotingServer(ctrl._handle, fast_path=fast_path, idle_seconds=0)
+    server = RemotingServer(ctrl._handle, fast_path=fast_path, limits=NO_TIMERS)
     conn, wire = Connection(server), Wire()
     conn.connection_made(wire)  # type: ignore[arg-type]
     conn.data_received(java_query("TopicA", 1))  # learns the layout

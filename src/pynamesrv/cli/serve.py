@@ -11,9 +11,16 @@ from pathlib import Path
 
 import click
 
-from pynamesrv.namesrv.config import ConfigRegistry
+from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.kvconfig import KvConfigError
+
+
+def _text(value: object) -> str:
+    """A flag's value as a properties file would hold it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def install_event_loop_policy() -> None:
@@ -83,23 +90,23 @@ def serve(
     log_level: str,
 ) -> None:
     """Run the name server."""
+    flags = {
+        "bindAddress": listen,
+        "listenPort": port,
+        "httpPort": http_port,
+        "journalDir": journal_dir,
+        "journalEnable": False if no_journal else None,
+    }
+    overrides = {key: _text(value) for key, value in flags.items() if value is not None}
     try:
-        registry = ConfigRegistry.from_file(config_file)
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(f"cannot load {config_file}: {exc}") from exc
+        registry = ConfigRegistry.from_file(config_file, overrides)
+    except ConfigFileError as exc:
+        for problem in exc.problems:
+            click.echo(f"Error: {exc.source}: {problem}", err=True)
+        sys.exit(2)
     config = registry.config
     if config_file is not None:
         click.echo(f"load config properties file OK, {config_file}", err=True)
-    if listen is not None:
-        config.bind_address = listen
-    if port is not None:
-        config.listen_port = port
-    if http_port is not None:
-        config.http_port = http_port
-    if journal_dir is not None:
-        config.journal_dir = str(journal_dir)
-    if no_journal:
-        config.journal_enable = False
     if print_config:
         for key, value in registry.all_properties().items():
             click.echo(f"{key}={value}")

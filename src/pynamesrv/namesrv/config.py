@@ -1,24 +1,37 @@
-"""NamesrvConfig: settings, the Java properties mapping and the runtime config registry.
+"""NamesrvConfig and the runtime config registry: load, report, update, persist.
 
-Keys and defaults follow spec/config-and-storage.md §3 (NamesrvConfig + NettyServerConfig).
-Attributes are snake_case; the Java key of ``kv_config_path`` is ``kvConfigPath`` and the two
-are converted mechanically, so a properties file written for mqnamesrv works unchanged.
+What a key means, which values it takes and who may change it is in ``settings`` (the one
+key table); this module holds the values and moves them between the properties files, the
+command line and UPDATE_NAMESRV_CONFIG. It raises domain errors (``ConfigFileError``,
+``ConfigUpdateRefused``); the processor maps them to response codes.
+
+An update is two steps so that a change is live only once it is on disk: ``prepare_update``
+validates the request and computes the new file bytes on the event loop (a snapshot: nothing
+reads the config from another thread), the caller writes them off the loop, and ``commit``
+applies the values. A failed write leaves the running server as it was.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
 import javaproperties
 
 from pynamesrv.namesrv.events import ConfigChanged, Event
-from pynamesrv.namesrv.filestore import atomic_write
+from pynamesrv.namesrv.settings import (
+    BY_KEY,
+    SETTINGS,
+    Applies,
+    Kind,
+    parse_all,
+    setting,
+    suggest,
+)
 
 _HOME = Path.home()
 
@@ -36,11 +49,12 @@ JAVA_494_KEYS: Final = frozenset(
     }
 )  # fmt: skip
 
-# Keys that name files or directories: never changeable over the wire (CVE-2023-33246 /
-# CVE-2023-37582 class). configBlackList entries are added at run time, as in 5.2.0+.
+# Keys UPDATE_NAMESRV_CONFIG refuses with Java's black-list answer whatever configBlackList
+# says (5.2.0 hard-codes rocketmqHome; the file keys are CVE-2023-33246 / CVE-2023-37582).
 ALWAYS_BLACKLISTED: Final = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
 )
+BLACKLIST_REMARK: Final = "Can not update config in black list."
 
 
 def _default_home() -> str:
@@ -49,7 +63,7 @@ def _default_home() -> str:
 
 @dataclass(slots=True)
 class NamesrvConfig:
-    """Every setting of the name server, with Java's defaults."""
+    """Every setting of the name server, with Java's defaults (meanings: ``settings``)."""
 
     # NamesrvConfig (4.9.4)
     rocketmq_home: str = field(default_factory=_default_home)
@@ -60,11 +74,21 @@ class NamesrvConfig:
     order_message_enable: bool = False
     # NamesrvConfig (5.x)
     return_order_topic_config_to_broker: bool = True
+    client_request_thread_pool_nums: int = 8
+    client_request_thread_pool_queue_capacity: int = 50_000
+    default_thread_pool_nums: int = 16
+    default_thread_pool_queue_capacity: int = 10_000
     scan_not_active_broker_interval: int = 10_000  # ms; 4.9.4's fixed 10 s (5.x: 5 s)
+    un_register_broker_queue_capacity: int = 3000
+    support_acting_master: bool = False
     enable_all_topic_list: bool = True
     enable_topic_list: bool = True
+    notify_min_broker_id_changed: bool = False
+    notify_min_broker_id_change_timeout_millis: int = 3000
+    enable_controller_in_namesrv: bool = False
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
+    delete_topic_with_broker_registration: bool = False
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     # NettyServerConfig
     bind_address: str = "0.0.0.0"
@@ -82,70 +106,73 @@ class NamesrvConfig:
     server_socket_backlog: int = 1024
     server_pooled_byte_buf_allocator_enable: bool = True
     use_epoll_native_selector: bool = False
+    server_netty_worker_group_enable: bool = True
+    enable_shutdown_gracefully: bool = False
+    shutdown_wait_time_seconds: int = 30
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     frame_max_length: int = 16 * 1024 * 1024
-    # pynamesrv's own: observability (no Java counterpart)
-    http_port: int = 9880  # /metrics, /healthz, /rocketmq/nsaddr, /api, status page; 0 = off
-    ns_addr_list: str = ""  # what /rocketmq/nsaddr serves ("host:port;host:port"); "" = us
-    instance_name: str = ""  # the journal's `ns`; "" = host:port of this server
+    # pynamesrv's own: limits
+    max_connections: int = 10_000
+    max_buffered_bytes: int = 512 * 1024 * 1024
+    frame_read_timeout_seconds: int = 60
+    # pynamesrv's own: observability
+    http_port: int = 9880
+    ns_addr_list: str = ""
+    instance_name: str = ""
     journal_enable: bool = True
-    journal_dir: str = ""  # "" = <rocketmqHome>/journal
+    journal_dir: str = ""
     journal_flush_interval_ms: int = 1000
     journal_snapshot_interval_ms: int = 600_000
     route_queries_window_ms: int = 60_000
 
-    # ---------------------------------------------------------------- key mapping
+    def get(self, key: str) -> Any:
+        return getattr(self, setting(key).attr)
 
-    @staticmethod
-    def java_key(attr: str) -> str:
-        head, *rest = attr.split("_")
-        return head + "".join(part[:1].upper() + part[1:] for part in rest)
+    def set(self, key: str, text: str) -> None:
+        """Parse and apply one property; ``SettingError`` for an unknown key or bad value."""
+        entry = setting(key)
+        setattr(self, entry.attr, entry.parse(text))
 
-    @staticmethod
-    def attr_name(java_key: str) -> str:
-        return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), java_key)
+    def text(self, key: str) -> str:
+        return setting(key).format(self.get(key))
 
-    @classmethod
-    def java_keys(cls) -> list[str]:
-        return [cls.java_key(f.name) for f in fields(cls)]
-
-    def get(self, java_key: str) -> Any:
-        return getattr(self, self.attr_name(java_key))
-
-    def knows(self, java_key: str) -> bool:
-        attr = self.attr_name(java_key)
-        return self.java_key(attr) == java_key and attr in self.__dataclass_fields__
-
-    def set(self, java_key: str, text: str) -> bool:
-        """Apply one property as Java's setter mapping does; False if the key is unknown.
-
-        Values are trimmed (5.x). Booleans are "true" ignoring case, anything else false; a
-        number that does not parse leaves the field unchanged, silently, like Java.
-        """
-        if not self.knows(java_key):
-            return False
-        attr = self.attr_name(java_key)
-        current = getattr(self, attr)
-        text = text.strip()
-        if isinstance(current, bool):
-            setattr(self, attr, text.lower() == "true")
-        elif isinstance(current, int):
-            with contextlib.suppress(ValueError):
-                setattr(self, attr, int(text))
-        else:
-            setattr(self, attr, text)
-        return True
-
-    def text(self, java_key: str) -> str:
-        value = self.get(java_key)
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return str(value)
+    def problems(self) -> list[str]:
+        """What is wrong with the combination of values (each value is valid alone)."""
+        out = []
+        if self.max_buffered_bytes < self.frame_max_length:
+            out.append(
+                f"maxBufferedBytes={self.max_buffered_bytes} is not allowed: at least "
+                f"frameMaxLength ({self.frame_max_length}), or no frame of that size can arrive"
+            )
+        low, high = self.write_buffer_low_water_mark, self.write_buffer_high_water_mark
+        if low and high and low > high:
+            out.append(
+                f"writeBufferLowWaterMark={low} is not allowed: at most "
+                f"writeBufferHighWaterMark ({high})"
+            )
+        if self.enable_controller_in_namesrv:
+            out.append(
+                "enableControllerInNamesrv=true is not supported: pynamesrv has no embedded "
+                "controller; run the standalone Java controller (bin/mqcontroller) for "
+                "controller mode"
+            )
+        return out
 
     def blacklist(self) -> set[str]:
         return set(ALWAYS_BLACKLISTED) | {
             k.strip() for k in self.config_black_list.split(";") if k.strip()
         }
+
+
+def _check_table_matches_fields() -> None:
+    """Every NamesrvConfig field has exactly one key in the table, and the other way round."""
+    attrs = {f.name for f in fields(NamesrvConfig)}
+    keyed = {s.attr for s in SETTINGS}
+    if attrs != keyed:
+        raise RuntimeError(f"settings table and NamesrvConfig differ: {attrs ^ keyed}")
+
+
+_check_table_matches_fields()
 
 
 def parse_properties(data: bytes) -> dict[str, str]:
@@ -158,85 +185,209 @@ def format_properties(props: dict[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in props.items()).encode()
 
 
-class ConfigError(ValueError):
-    """An UPDATE_NAMESRV_CONFIG request that must be refused."""
+class ConfigFileError(ValueError):
+    """The configuration given at start is invalid; ``problems`` has one line each."""
 
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.source = source
+        self.problems = problems
+
+
+class Refusal(StrEnum):
+    """Why UPDATE_NAMESRV_CONFIG was refused (the processor picks the response code)."""
+
+    UNPARSABLE = "unparsable"
+    BLACKLISTED = "blacklisted"
+    UNKNOWN = "unknown"
+    NOT_REMOTE = "not remotely writable"
+    INVALID = "invalid value"
+
+
+class ConfigUpdateRefused(ValueError):
+    """An UPDATE_NAMESRV_CONFIG that changes nothing; ``message`` is the answer's remark."""
+
+    def __init__(self, reason: Refusal, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(slots=True)
+class ConfigUpdate:
+    """A validated update: the values to apply and the config store bytes to write first."""
+
+    values: dict[str, bool | int | str]
+    file_bytes: bytes
+    path: Path
+
+    def restart_keys(self) -> list[str]:
+        """Keys of this update that take effect only at the next start."""
+        return sorted(k for k in self.values if BY_KEY[k].applies is Applies.RESTART)
+
+
+def _listed(keys: list[str], limit: int = 5) -> str:
+    return ",".join(keys[:limit]) + (f" and {len(keys) - limit} more" * (len(keys) > limit))
 
 
 class ConfigRegistry:
     """The runtime view of the config (Java's Configuration): report, update, persist."""
 
-    def __init__(self, config: NamesrvConfig, file_properties: dict[str, str] | None = None):
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        file_properties: dict[str, str] | None = None,
+        store_text: str | None = None,
+    ) -> None:
         self.config = config
         self.file_properties = dict(file_properties or {})
+        # The config store as last read or written, so an update rewrites only its own keys
+        # and keeps the operator's comments and order.
+        self._store_text = store_text
         self.data_version = 0
 
     @classmethod
-    def from_file(cls, path: Path | None) -> ConfigRegistry:
-        """Defaults, then the -c file (whose path becomes configStorePath, as in Java)."""
+    def from_file(
+        cls, path: Path | None, overrides: dict[str, str] | None = None
+    ) -> ConfigRegistry:
+        """Defaults, then the -c file (whose path becomes configStorePath, as in Java) or,
+        without one, what earlier UPDATE_NAMESRV_CONFIGs persisted in configStorePath, then
+        ``overrides`` (command-line flags). Nothing is half-applied: any problem raises
+        ``ConfigFileError`` listing all of them."""
         config = NamesrvConfig()
         props: dict[str, str] = {}
+        store_text: str | None = None
+        source = "defaults"
         if path is not None:
-            props = parse_properties(path.read_bytes())
-            for key, value in props.items():
-                config.set(key, value)
+            path = path.absolute()
+            store_text, props = _read_store(path)
+            source = str(path)
+        problems = _apply(config, props)
+        if path is not None:
             config.config_store_path = str(path)
-        return cls(config, props)
+        else:
+            stored = Path(config.config_store_path)
+            if stored.is_file():
+                store_text, props = _read_store(stored)
+                source = str(stored)
+                problems += _apply(config, props)
+        flag_problems = _apply(config, (overrides or {}))
+        if problems:
+            raise ConfigFileError(source, problems)
+        if flag_problems:
+            raise ConfigFileError("command line", flag_problems)
+        combined = config.problems()
+        if combined:
+            raise ConfigFileError(source, combined)
+        return cls(config, props, store_text)
+
+    # ------------------------------------------------------------------ reports
 
     def properties(self) -> dict[str, str]:
-        """What GET_NAMESRV_CONFIG reports and the config store holds."""
+        """What GET_NAMESRV_CONFIG reports: never a secret."""
         defaults = NamesrvConfig()
         out: dict[str, str] = {}
-        for key in NamesrvConfig.java_keys():
+        for entry in SETTINGS:
+            key = entry.key
+            if entry.kind is Kind.SECRET:
+                continue
             if (
                 key in JAVA_494_KEYS
                 or key in self.file_properties
                 or self.config.get(key) != defaults.get(key)
             ):
                 out[key] = self.config.text(key)
-        for key, value in self.file_properties.items():
-            out.setdefault(key, value)
         return dict(sorted(out.items()))
 
     def all_properties(self) -> dict[str, str]:
-        """Every setting, for ``serve -p``."""
-        return {key: self.config.text(key) for key in sorted(NamesrvConfig.java_keys())}
+        """Every setting but secrets, for ``serve -p`` and the journal's server_started."""
+        return {
+            s.key: self.config.text(s.key)
+            for s in sorted(SETTINGS, key=lambda s: s.key)
+            if s.kind is not Kind.SECRET
+        }
 
-    def update(self, body: bytes) -> list[Event]:
-        """UPDATE_NAMESRV_CONFIG: validate everything first, then apply all and persist.
+    # ------------------------------------------------------------------ updates
 
-        Refuses the 5.x blacklist plus every key that names a file (so no request can make
-        the server write outside kvConfigPath and configStorePath), and keys it does not know
-        (4.9.4 silently ignores them; an operator's typo deserves an error).
+    def prepare_update(self, body: bytes) -> ConfigUpdate:
+        """Validate an UPDATE_NAMESRV_CONFIG body; nothing changes until ``commit``.
+
+        Refused, in this order: text that is no properties; keys of the black list (Java's
+        answer); unknown keys (4.9.4 ignores them silently; an operator's typo deserves an
+        error); keys that may only change in the -c file; values the key does not allow.
         """
-        from pynamesrv.remoting.codes import ResponseCode  # local: config has no wire deps
-
         try:
             props = parse_properties(body)
         except Exception as exc:  # javaproperties raises several types on bad escapes
-            raise ConfigError(ResponseCode.SYSTEM_ERROR, "string2Properties error") from exc
+            raise ConfigUpdateRefused(Refusal.UNPARSABLE, "string2Properties error") from exc
         blacklist = self.config.blacklist()
         if any(key in blacklist for key in props):
-            raise ConfigError(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        unknown = sorted(key for key in props if not self.config.knows(key))
+            raise ConfigUpdateRefused(Refusal.BLACKLISTED, BLACKLIST_REMARK)
+        unknown = sorted(key for key in props if key not in BY_KEY)
         if unknown:
-            shown = ",".join(unknown[:5]) + (f" and {len(unknown) - 5} more" * (len(unknown) > 5))
-            raise ConfigError(ResponseCode.NO_PERMISSION, f"Can not update unknown config: {shown}")
+            hint = suggest(unknown[0]) if len(unknown) == 1 else None
+            raise ConfigUpdateRefused(
+                Refusal.UNKNOWN,
+                f"Can not update unknown config: {_listed(unknown)}"
+                + (f" (did you mean {hint}?)" if hint else ""),
+            )
+        local = sorted(key for key in props if not BY_KEY[key].remote)
+        if local:
+            raise ConfigUpdateRefused(
+                Refusal.NOT_REMOTE,
+                f"Can not update config remotely: {_listed(local)} (set it in the -c file "
+                "and restart)",
+            )
+        values, errors = parse_all(props.items())
+        if errors:
+            raise ConfigUpdateRefused(Refusal.INVALID, errors[0])
+        trial = replace(self.config, **{BY_KEY[k].attr: v for k, v in values.items()})
+        combined = trial.problems()
+        if combined:
+            raise ConfigUpdateRefused(Refusal.INVALID, combined[0])
+        path = Path(self.config.config_store_path)
+        return ConfigUpdate(values, self._store_bytes(values, path), path)
+
+    def commit(self, update: ConfigUpdate) -> list[Event]:
+        """Apply a prepared update whose file write succeeded."""
         events: list[Event] = []
-        for key, value in props.items():
-            before = self.config.text(key)
-            self.config.set(key, value)
-            if key in self.file_properties:
-                self.file_properties[key] = self.config.text(key)
-            if self.config.text(key) != before:
-                events.append(ConfigChanged(key=key, value=self.config.text(key)))
+        for key, value in update.values.items():
+            entry = BY_KEY[key]
+            before = getattr(self.config, entry.attr)
+            setattr(self.config, entry.attr, value)
+            self.file_properties[key] = entry.format(value)
+            if value != before:
+                events.append(ConfigChanged(key=key, value=entry.format(value)))
+        self._store_text = update.file_bytes.decode("iso-8859-1")
         self.data_version += 1
         return events
 
-    def persist(self) -> None:
-        """Rewrite configStorePath (blocking: run it off the event loop)."""
-        atomic_write(Path(self.config.config_store_path), format_properties(self.properties()))
+    def _store_bytes(self, values: dict[str, bool | int | str], path: Path) -> bytes:
+        """The config store with ``values`` set: the file as it is (comments, order, the
+        keys it has) with these keys replaced or appended. A store never seen before gets
+        what GET_NAMESRV_CONFIG reports, as Java writes it."""
+        text = self._store_text
+        if text is None:
+            shown = self.properties()
+            shown.update({k: BY_KEY[k].format(v) for k, v in values.items()})
+            return format_properties(shown)
+        document = javaproperties.PropertiesFile.loads(text)
+        for key, value in values.items():
+            document[key] = BY_KEY[key].format(value)
+        return document.dumps().encode("iso-8859-1", "backslashreplace")
+
+
+def _read_store(path: Path) -> tuple[str, dict[str, str]]:
+    try:
+        text = path.read_bytes().decode("iso-8859-1")
+        return text, dict(javaproperties.loads(text))
+    except (OSError, ValueError) as exc:
+        raise ConfigFileError(str(path), [f"cannot read: {exc}"]) from exc
+
+
+def _apply(config: NamesrvConfig, props: dict[str, str] | Any) -> list[str]:
+    """Set every valid pair; one message per bad one."""
+    values, problems = parse_all(dict(props).items())
+    for key, value in values.items():
+        setattr(config, BY_KEY[key].attr, value)
+    return problems

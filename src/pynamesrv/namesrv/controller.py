@@ -22,15 +22,21 @@ from typing import TYPE_CHECKING, Final
 
 from pynamesrv import __version__
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
-from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
-from pynamesrv.namesrv.filestore import atomic_write
+from pynamesrv.namesrv.events import (
+    BrokerRegistered,
+    BrokerRemoved,
+    ConfigChanged,
+    Event,
+    TopicRemoved,
+)
+from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.processor import DefaultRequestProcessor, RouteQueryFastPath
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.command import RemotingCommand
-from pynamesrv.remoting.server import Answer, Connection, RemotingServer
+from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 
 if TYPE_CHECKING:
     from pynamesrv.http.app import HttpServer
@@ -45,6 +51,24 @@ KV_PRINT_PERIOD_S: Final = 600.0
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def server_limits(config: NamesrvConfig) -> ServerLimits:
+    """The remoting server's limits from the config (0 water marks: the server's own)."""
+    limits = ServerLimits(
+        max_frame_length=config.frame_max_length,
+        idle_seconds=config.server_channel_max_idle_time_seconds,
+        max_connections=config.max_connections,
+        max_buffered_bytes=config.max_buffered_bytes,
+        frame_read_timeout_s=config.frame_read_timeout_seconds,
+        send_buffer=config.server_socket_snd_buf_size,
+        receive_buffer=config.server_socket_rcv_buf_size,
+    )
+    if config.write_buffer_high_water_mark:
+        limits.write_high_water = config.write_buffer_high_water_mark
+    if config.write_buffer_low_water_mark:
+        limits.write_low_water = config.write_buffer_low_water_mark
+    return limits
 
 
 class NamesrvController:
@@ -67,18 +91,17 @@ class NamesrvController:
             self.kv,
             self.registry,
             on_events=self.on_events,
-            persist_kv=self._persist_kv,
-            persist_config=self._persist_config,
+            write_file=self._write_file,
             stats=self.stats,
             clock_ms=now_ms,
+            max_inflated=4 * self.config.frame_max_length,
         )
         self._route_fast_path = RouteQueryFastPath(self.processor)
         self.server = RemotingServer(
             self._handle,
             on_close=self._on_connection_closed,
             fast_path=self._route_fast_path,
-            max_frame_length=self.config.frame_max_length,
-            idle_seconds=self.config.server_channel_max_idle_time_seconds,
+            limits=server_limits(self.config),
             backlog=self.config.server_socket_backlog,
         )
         self.port = 0
@@ -87,7 +110,10 @@ class NamesrvController:
         self._window_start_ms = 0
         self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
-        self._listeners: list[Callable[[list[Event]], None]] = [self.stats.on_events]
+        self._listeners: list[Callable[[list[Event]], None]] = [
+            self.stats.on_events,
+            self._apply_live_settings,
+        ]
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Be told of every state change (the journal and the tests listen here)."""
@@ -117,6 +143,9 @@ class NamesrvController:
         return f"{host}:{self.port}"
 
     async def start(self) -> None:
+        for path in (self.config.kv_config_path, self.config.config_store_path):
+            for leftover in remove_leftovers(Path(path)):
+                log.info("removed %s, left by an interrupted write", leftover)
         self.kv.load(Path(self.config.kv_config_path))
         host, self.port = await self.server.start(self.host, self.config.listen_port)
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
@@ -238,6 +267,7 @@ class NamesrvController:
         await asyncio.sleep(min(FIRST_SCAN_DELAY_S, interval_s, MAX_EXPIRY_DELAY_S))
         while True:
             self.scan_expired()
+            interval_s = self.config.scan_not_active_broker_interval / 1000  # live setting
             delay = min(interval_s, MAX_EXPIRY_DELAY_S)
             deadline = self.routes.next_expiry_ms()
             if deadline is not None:
@@ -260,14 +290,16 @@ class NamesrvController:
 
     # ------------------------------------------------------------------ persistence
 
-    async def _persist_kv(self, data: bytes) -> None:
-        path = Path(self.config.kv_config_path)
+    async def _write_file(self, path: Path, data: bytes) -> None:
         await asyncio.get_running_loop().run_in_executor(self._writer, atomic_write, path, data)
 
-    async def _persist_config(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, self.registry.persist)
-
     # ------------------------------------------------------------------ events
+
+    def _apply_live_settings(self, events: list[Event]) -> None:
+        """Hand live config changes to the parts that copied the value at start."""
+        for event in events:
+            if isinstance(event, ConfigChanged) and event.key == "serverChannelMaxIdleTimeSeconds":
+                self.server.limits.idle_seconds = self.config.server_channel_max_idle_time_seconds
 
     def on_events(self, events: list[Event]) -> None:
         """Say in the log what changed and tell the listeners."""

@@ -44,6 +44,20 @@ def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
         os.close(dir_fd)
 
 
+def remove_leftovers(path: Path) -> list[Path]:
+    """Delete the temporary files a kill -9 in the middle of ``atomic_write`` left beside
+    ``path`` (the file itself is intact: the rename is atomic); returns what was removed."""
+    removed = []
+    for name in (path.name + ".tmp", path.name + ".bak.tmp"):
+        leftover = path.with_name(name)
+        try:
+            leftover.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(leftover)
+    return removed
+
+
 def read_bytes(path: Path) -> bytes | None:
     """The file's content, or None when it does not exist."""
     try:

@@ -1,13 +1,18 @@
 """The KV config store (KVConfigManager): namespace -> key -> value, persisted to kvConfigPath.
 
 File format is Java's, ``{"configTable":{"<ns>":{"<k>":"<v>"}}}``, so a file written by a Java
-name server loads here and the other way round. The table changes in memory at once (a read
-right after sees it); ``snapshot_bytes`` gives what to persist, and the caller writes it with
-``filestore.atomic_write`` off the event loop before acknowledging the request.
+name server loads here and the other way round.
+
+A change is planned first (``plan_put`` / ``plan_delete``: validated, the new table and its
+file bytes computed, nothing live yet), written by the caller with ``filestore.atomic_write``
+off the event loop, and only then applied (``apply``): a client never sees, and the journal
+never records, a change that is not on disk. Everything a remote client can put is bounded:
+names (no path separators or control characters, short), values, and the whole file.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -16,10 +21,30 @@ from pynamesrv.namesrv.filestore import read_bytes
 from pynamesrv.remoting import fastjson
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
+# Longest namespace/key and value a KV request may carry: far above any real use (order
+# confs are a few hundred bytes) and far below what could bloat the file and the log.
+MAX_KV_NAME: Final = 256
+MAX_KV_VALUE: Final = 64 * 1024
+# The whole file: each change rewrites it (and fsyncs), so it must stay small.
+MAX_KV_FILE_BYTES: Final = 16 * 1024 * 1024
+_FORBIDDEN_NAME_CHARS: Final = frozenset("/\\\x00") | {chr(c) for c in range(0x20)}
 
 
 class KvConfigError(ValueError):
     """The KV file exists but cannot be loaded; Java refuses to start in that case too."""
+
+
+class KvRejected(ValueError):
+    """A KV change that is not allowed; the message is the answer's remark."""
+
+
+@dataclass(slots=True)
+class KvChange:
+    """A validated change: the table after it, the file bytes to write, the events."""
+
+    table: dict[str, dict[str, str]]
+    file_bytes: bytes
+    events: list[Event]
 
 
 class KvConfigManager:
@@ -48,29 +73,64 @@ class KvConfigManager:
             }
 
     def snapshot_bytes(self) -> bytes:
-        return fastjson.dumps({"configTable": self.table})
+        return _file_bytes(self.table)
 
-    def put(self, namespace: str, key: str, value: str | None) -> list[Event]:
+    # ------------------------------------------------------------------ changes
+
+    def plan_put(self, namespace: str | None, key: str | None, value: str | None) -> KvChange:
         """PUT_KV_CONFIG. A null value behaves as absent (fastjson drops null map values)."""
-        entries = self.table.setdefault(namespace, {})
+        if namespace is None or key is None:
+            raise KvRejected("namespace or key is null")
+        _check_name(namespace, "namespace")
+        _check_name(key, "key")
+        if value is not None and len(value) > MAX_KV_VALUE:
+            raise KvRejected(f"illegal value: longer than {MAX_KV_VALUE} characters")
+        entries = dict(self.table.get(namespace, {}))
         if value is None:
             entries.pop(key, None)
         else:
             entries[key] = value
-        return [KvChanged(namespace=namespace, key=key, op="put")]
+        return self._plan(namespace, entries, KvChanged(namespace=namespace, key=key, op="put"))
+
+    def plan_delete(self, namespace: str | None, key: str | None) -> KvChange | None:
+        """DELETE_KV_CONFIG, or None when there is nothing to delete. The namespace is kept
+        even when it becomes empty, like Java."""
+        entries = self.table.get(namespace) if namespace is not None else None
+        if entries is None or key is None or key not in entries:
+            return None
+        left = {k: v for k, v in entries.items() if k != key}
+        return self._plan(namespace, left, KvChanged(namespace=namespace, key=key, op="delete"))  # type: ignore[arg-type]
+
+    def _plan(self, namespace: str, entries: dict[str, str], event: KvChanged) -> KvChange:
+        table = {**self.table, namespace: entries}
+        data = _file_bytes(table)
+        if len(data) > MAX_KV_FILE_BYTES:
+            raise KvRejected(f"illegal change: the KV store would exceed {MAX_KV_FILE_BYTES} bytes")
+        return KvChange(table, data, [event])
+
+    def apply(self, change: KvChange) -> list[Event]:
+        """Make a planned change live (after its file write succeeded)."""
+        self.table = change.table
+        return change.events
+
+    # ------------------------------------------------------------------ reads
 
     def get(self, namespace: str | None, key: str | None) -> str | None:
         if namespace is None or key is None:
             return None
         return self.table.get(namespace, {}).get(key)
 
-    def delete(self, namespace: str | None, key: str | None) -> list[Event]:
-        """DELETE_KV_CONFIG: the namespace is kept even when it becomes empty, like Java."""
-        entries = self.table.get(namespace) if namespace is not None else None
-        if entries is None or key is None or key not in entries:
-            return []
-        del entries[key]
-        return [KvChanged(namespace=namespace, key=key, op="delete")]  # type: ignore[arg-type]
-
     def namespace(self, namespace: str | None) -> dict[str, str] | None:
         return self.table.get(namespace) if namespace is not None else None
+
+
+def _file_bytes(table: dict[str, dict[str, str]]) -> bytes:
+    return fastjson.dumps({"configTable": table})
+
+
+def _check_name(value: str, what: str) -> None:
+    if len(value) > MAX_KV_NAME or _FORBIDDEN_NAME_CHARS.intersection(value):
+        raise KvRejected(
+            f"illegal {what}: at most {MAX_KV_NAME} characters, no path separators, "
+            "NUL or control characters"
+        )

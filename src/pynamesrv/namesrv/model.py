@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -18,6 +19,9 @@ from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import Version
 
 _INT32 = struct.Struct(">i")
+# Ceiling of a compressed body's inflated size when the caller gives none: four times the
+# default frame limit, far more topics than any broker has (100,000 take about 4 MiB).
+DEFAULT_MAX_INFLATED: Final = 4 * 16 * 1024 * 1024
 
 
 class BodyError(ValueError):
@@ -178,8 +182,33 @@ class RegisterBrokerBody:
         return cls(DataVersion(), [], None)
 
     @classmethod
-    def decode(cls, body: bytes, *, compressed: bool, version: int) -> RegisterBrokerBody:
+    def decode(
+        cls,
+        body: bytes,
+        *,
+        compressed: bool,
+        version: int,
+        max_inflated: int = DEFAULT_MAX_INFLATED,
+    ) -> RegisterBrokerBody:
         """Decode a body in whichever of the three formats the broker's version implies."""
+        return run_steps(
+            cls.decode_steps(
+                body, compressed=compressed, version=version, max_inflated=max_inflated
+            )
+        )
+
+    @classmethod
+    def decode_steps(
+        cls,
+        body: bytes,
+        *,
+        compressed: bool,
+        version: int,
+        max_inflated: int = DEFAULT_MAX_INFLATED,
+    ) -> Generator[None, None, RegisterBrokerBody]:
+        """``decode`` as a generator that pauses (yields) between bounded pieces of work and
+        returns the body: a large compressed body is inflated and decoded a step at a time,
+        so the event loop can answer other peers in between. Errors are ``BodyError``."""
         if not body:
             return cls.empty()
         try:
@@ -188,7 +217,7 @@ class RegisterBrokerBody:
                 data_version, topics = _decode_wrapper(wrapper)
                 return cls(data_version, topics, None)
             if compressed:
-                return _decode_compressed(body, version)
+                return (yield from _decode_compressed(body, version, max_inflated))
             obj = fastjson.loads(body)
             if not isinstance(obj, dict):
                 raise BodyError("body is not an object")
@@ -241,42 +270,108 @@ def _decode_wrapper(wrapper: Any) -> tuple[DataVersion, list[TopicConfig]]:
     return data_version, [TopicConfig.from_json(v) for v in table.values()]
 
 
-class _Reader:
-    """Big-endian reader over the inflated compressed body; a short read is a decode error."""
+# Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
+INFLATE_STEP: Final = 256 * 1024
+# The fewest bytes one topic can take in the inflated form (length word + "t 0 0 0 X"): a body
+# that claims more topics than its ceiling could hold is refused before any of them is read.
+_MIN_TOPIC_BYTES: Final = 4 + 9
 
-    __slots__ = ("data", "pos")
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
+def run_steps(steps: Generator[None, None, RegisterBrokerBody]) -> RegisterBrokerBody:
+    """Run a stepwise decode (``decode_steps``) to its end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+class _InflatingReader:
+    """Big-endian reader over a zlib stream, inflated as it is read and never past ``ceiling``.
+
+    A compressed registration is a few hundred KiB of zlib that a hostile peer can make
+    inflate to gigabytes; here the output is produced a bounded piece at a time, so the bytes
+    held are at most what was asked for plus one piece, and the total at most ``ceiling``.
+    """
+
+    __slots__ = ("_buffer", "_inflater", "_pending", "ceiling", "inflated", "pos")
+
+    def __init__(self, body: bytes, ceiling: int) -> None:
+        self._inflater = zlib.decompressobj()
+        self._pending = body  # compressed input not yet handed to the inflater
+        self._buffer = bytearray()
+        self.pos = 0  # read position in _buffer
+        self.inflated = 0
+        self.ceiling = ceiling
+
+    def _fill(self, size: int) -> bool:
+        """Make ``size`` unread bytes available; False when the stream ends first."""
+        buffer = self._buffer
+        while len(buffer) - self.pos < size:
+            if self.pos > INFLATE_STEP:  # drop what was read, so the buffer stays small
+                del buffer[: self.pos]
+                self.pos = 0
+            source = self._inflater.unconsumed_tail or self._pending
+            self._pending = b""
+            if source:
+                piece = self._inflater.decompress(source, INFLATE_STEP)
+            else:  # all input consumed: what zlib still holds is at most its window
+                piece = self._inflater.flush()
+                if not piece:
+                    return False
+            self.inflated += len(piece)
+            if self.inflated > self.ceiling:
+                raise BodyError(
+                    f"compressed body inflates beyond {self.ceiling} bytes (raise "
+                    "frameMaxLength for registrations this large)"
+                )
+            buffer += piece
+        return True
 
     def int32(self) -> int:
-        if self.pos + 4 > len(self.data):
+        if not self._fill(4):
             raise BodyError("compressed body truncated")
-        (value,) = _INT32.unpack_from(self.data, self.pos)
+        (value,) = _INT32.unpack_from(self._buffer, self.pos)
         self.pos += 4
         return value
 
     def chunk(self) -> bytes:
         size = self.int32()
-        if size < 0 or self.pos + size > len(self.data):
+        if size < 0 or size > self.ceiling or not self._fill(size):
             raise BodyError("compressed body truncated")
-        out = self.data[self.pos : self.pos + size]
+        out = bytes(self._buffer[self.pos : self.pos + size])
         self.pos += size
         return out
 
     @property
     def at_end(self) -> bool:
-        return self.pos >= len(self.data)
+        return not self._fill(1)
+
+    def check_complete(self) -> None:
+        """The zlib stream must end properly (trailer and checksum), as ``zlib.decompress``
+        requires; what follows the fields read is inflated (within the ceiling) and ignored."""
+        while self._fill(INFLATE_STEP + 1):
+            self.pos = len(self._buffer)
+        if not self._inflater.eof:
+            raise BodyError("compressed body truncated")
 
 
-def _decode_compressed(body: bytes, version: int) -> RegisterBrokerBody:
-    reader = _Reader(zlib.decompress(body))
+def _decode_compressed(
+    body: bytes, version: int, ceiling: int
+) -> Generator[None, None, RegisterBrokerBody]:
+    """Decode a compressed body, yielding after each ``INFLATE_STEP`` of inflated bytes."""
+    reader = _InflatingReader(body, ceiling)
     data_version = DataVersion.from_json(fastjson.loads(reader.chunk()))
     count = reader.int32()
-    if count < 0:
-        raise BodyError("negative topic count")
-    topics = [_decode_topic_line(reader.chunk().decode()) for _ in range(count)]
+    if count < 0 or count > ceiling // _MIN_TOPIC_BYTES:
+        raise BodyError(f"topic count {count} outside [0, {ceiling // _MIN_TOPIC_BYTES}]")
+    topics: list[TopicConfig] = []
+    next_yield = INFLATE_STEP
+    for _ in range(count):
+        topics.append(_decode_topic_line(reader.chunk().decode()))
+        if reader.inflated >= next_yield:
+            next_yield = reader.inflated + INFLATE_STEP
+            yield
     servers = orjson.loads(reader.chunk())
     if not isinstance(servers, list):
         raise BodyError("filter server list is not an array")
@@ -284,6 +379,7 @@ def _decode_compressed(body: bytes, version: int) -> RegisterBrokerBody:
     if version >= Version.V5_0_0 and not reader.at_end:
         for _ in range(max(reader.int32(), 0)):
             reader.chunk()
+    reader.check_complete()
     return RegisterBrokerBody(data_version, topics, [str(s) for s in servers])
 
 

@@ -9,41 +9,71 @@ answers, so an acknowledged write is on disk.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import struct
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from operator import attrgetter
+from pathlib import Path
 from time import perf_counter
 from typing import Any, Final
 
 import orjson
 
-from pynamesrv.namesrv.config import ConfigError, ConfigRegistry, format_properties
+from pynamesrv.namesrv.config import (
+    ConfigRegistry,
+    ConfigUpdateRefused,
+    Refusal,
+    format_properties,
+)
 from pynamesrv.namesrv.events import Event
-from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
-from pynamesrv.namesrv.model import BodyError, DataVersion, QueueData, RegisterBrokerBody
+from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvChange, KvConfigManager, KvRejected
+from pynamesrv.namesrv.model import (
+    BodyError,
+    DataVersion,
+    QueueData,
+    RegisterBrokerBody,
+    run_steps,
+)
 from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codec import RawFrame, encode_frame
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
+from pynamesrv.remoting.repeats import (
+    INT32_MAX_DIGITS,
+    FamilyFrame,
+    OpaqueRun,
+    RequestFamily,
+)
 
 log = logging.getLogger(__name__)
 
 Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
 
 FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"
-# Longest namespace/key and value a KV request may carry: far above any real use (order
-# confs are a few hundred bytes) and far below what could bloat the file and the log.
-MAX_KV_NAME: Final = 256
-MAX_KV_VALUE: Final = 64 * 1024
-_FORBIDDEN_NAME_CHARS: Final = frozenset("/\\\x00") | {chr(c) for c in range(0x20)}
+# Compressed registrations at least this large are inflated and decoded a step at a time with
+# the event loop answering other peers in between (a body can inflate a thousandfold).
+STEPWISE_BODY_MIN: Final = 64 * 1024
+_JAVA_LONG: Final = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+_LONG_MIN: Final = -(2**63)
+_LONG_MAX: Final = 2**63 - 1
+# How each refused UPDATE_NAMESRV_CONFIG is answered (Java answers the black list with
+# NO_PERMISSION and a properties text it cannot parse with SYSTEM_ERROR).
+_REFUSAL_CODES: Final = {
+    Refusal.UNPARSABLE: ResponseCode.SYSTEM_ERROR,
+    Refusal.BLACKLISTED: ResponseCode.NO_PERMISSION,
+    Refusal.UNKNOWN: ResponseCode.NO_PERMISSION,
+    Refusal.NOT_REMOTE: ResponseCode.NO_PERMISSION,
+    Refusal.INVALID: ResponseCode.SYSTEM_ERROR,
+}
 
 
 class RequestError(Exception):
@@ -62,14 +92,13 @@ def _java(value: object) -> str:
 
 
 def _long(request: RemotingCommand, name: str) -> int | None:
-    """Java Long field decoding: a parse failure is swallowed and leaves null."""
+    """Java Long field decoding: a parse failure (not ASCII digits, outside the 64-bit range)
+    is swallowed and leaves null."""
     text = request.field(name)
-    if text is None:
+    if text is None or not _JAVA_LONG.fullmatch(text):
         return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    value = int(text)
+    return value if _LONG_MIN <= value <= _LONG_MAX else None
 
 
 def _bool(request: RemotingCommand, name: str) -> bool:
@@ -139,9 +168,9 @@ class RouteQueryFastPath:
     query tells the cached answer is still current), and repeats of one query the
     connection recognises itself (``answer_repeats``) cost less still. Only plain requests
     qualify (code 105, flag 0, a string topic, one ``"opaque"`` member, an opaque of 1 to 10
-    digits without a leading zero); every other shape is remembered as declined and takes
-    the normal path, where behaviour is defined, and so do misses, order configs and the
-    5.x start-up wait.
+    digits without a leading zero that fits Java's int); every other shape is remembered as
+    declined and takes the normal path, where behaviour is defined, and so do misses, order
+    configs and the 5.x start-up wait.
     """
 
     MAX_SHAPES: Final = 4096  # a client querying random topics cannot grow this without bound
@@ -182,7 +211,11 @@ class RouteQueryFastPath:
                 end = header.find(b"}", begin)
             digits = header[begin:end]
             size = len(digits)
-            if not (0 < size <= 10 and digits.isdigit()) or (digits[0] == 48 and size > 1):
+            if (
+                not (0 < size <= 10 and digits.isdigit())
+                or (digits[0] == 48 and size > 1)
+                or (size == 10 and digits > INT32_MAX_DIGITS)
+            ):
                 break  # negative, spaced, huge or odd: the normal path decides
             key = header[:begin] + header[end:]
             shape = shapes.get(key)
@@ -208,6 +241,8 @@ class RouteQueryFastPath:
         members = family.members
         answered: list[_Shape] = []
         for lengths, topic, digits in found:
+            if len(digits) == 10 and digits > INT32_MAX_DIGITS:
+                break  # not a Java int: the decoder refuses it
             shape = members.get(topic) or self._join(family, topic, digits)
             if shape.generation != generation and not self._revalidate(shape, generation):
                 break
@@ -360,6 +395,23 @@ class RouteQueryFastPath:
         return _Shape(topic, standard, prefix=header[:start], suffix=header[end:])
 
 
+@dataclass(slots=True)
+class _Write:
+    """A planned change of a persisted file: the bytes, and what makes it live after."""
+
+    path: Path
+    data: bytes
+    apply: Callable[[], list[Event]]
+    remark: str | None = None
+
+
+def _body_error(exc: BodyError) -> RequestError:
+    return RequestError(
+        ResponseCode.SYSTEM_ERROR,
+        f"RemotingCommandException: Failed to decode RegisterBrokerBody: {exc}",
+    )
+
+
 class DefaultRequestProcessor:
     def __init__(
         self,
@@ -368,20 +420,23 @@ class DefaultRequestProcessor:
         registry: ConfigRegistry,
         *,
         on_events: Callable[[list[Event]], None],
-        persist_kv: Callable[[bytes], Awaitable[None]],
-        persist_config: Callable[[], Awaitable[None]],
+        write_file: Callable[[Path, bytes], Awaitable[None]],
         stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        max_inflated: int = 4 * 16 * 1024 * 1024,
     ) -> None:
         self.routes = routes
         self.kv = kv
         self.registry = registry
         self.on_events = on_events
-        self.persist_kv = persist_kv
-        self.persist_config = persist_config
+        self.write_file = write_file
         self.clock_ms = clock_ms
         self.started_ms = clock_ms()
         self.stats = stats
+        self.max_inflated = max_inflated
+        # Persisted changes (KV and config) one at a time, in arrival order: each is planned
+        # from the state the previous one left, written, then applied.
+        self._write_lock = asyncio.Lock()
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -460,34 +515,68 @@ class DefaultRequestProcessor:
         broker_id = _required(_long(request, "brokerId"), "brokerId")
         compressed = _bool(request, "compressed")
         enable_acting = request.field("enableActingMaster")
+        registration = {
+            "cluster": _required(request.field("clusterName"), "clusterName"),
+            "broker_addr": _required(request.field("brokerAddr"), "brokerAddr"),
+            "broker_name": _required(request.field("brokerName"), "brokerName"),
+            "broker_id": broker_id,
+            "body_digest": hash(
+                (actual_crc, len(body), compressed, request.version >= Version.V5_0_0)
+            ),
+        }
+        details = {
+            "ha_server_addr": request.field("haServerAddr"),
+            "channel": channel,
+            "heartbeat_timeout_ms": _long(request, "heartbeatTimeoutMillis"),
+            "enable_acting_master": (
+                None if enable_acting is None else enable_acting.lower() == "true"
+            ),
+            "zone_name": request.field("__ZONE_NAME"),
+        }
+        decode = partial(
+            RegisterBrokerBody.decode_steps,
+            body,
+            compressed=compressed,
+            version=request.version,
+            max_inflated=self.max_inflated,
+        )
+        if compressed and len(body) >= STEPWISE_BODY_MIN and self.routes.needs_body(**registration):
+            return self._register_stepwise(request, decode(), registration | details)
 
         def load_body() -> RegisterBrokerBody:
             try:
-                return RegisterBrokerBody.decode(
-                    body, compressed=compressed, version=request.version
-                )
+                return run_steps(decode())
             except BodyError as exc:
-                raise RequestError(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"RemotingCommandException: Failed to decode RegisterBrokerBody: {exc}",
-                ) from exc
+                raise _body_error(exc) from exc
 
-        result = self.routes.register_broker(
-            cluster=_required(request.field("clusterName"), "clusterName"),
-            broker_addr=_required(request.field("brokerAddr"), "brokerAddr"),
-            broker_name=_required(request.field("brokerName"), "brokerName"),
-            broker_id=broker_id,
-            ha_server_addr=request.field("haServerAddr"),
-            body_digest=hash(
-                (actual_crc, len(body), compressed, request.version >= Version.V5_0_0)
-            ),
-            load_body=load_body,
-            channel=channel,
-            now_ms=self.clock_ms(),
-            heartbeat_timeout_ms=_long(request, "heartbeatTimeoutMillis"),
-            enable_acting_master=None if enable_acting is None else enable_acting.lower() == "true",
-            zone_name=request.field("__ZONE_NAME"),
-        )
+        return self._register(request, load_body, registration | details)
+
+    async def _register_stepwise(
+        self,
+        request: RemotingCommand,
+        steps: Generator[None, None, RegisterBrokerBody],
+        args: dict[str, Any],
+    ) -> RemotingCommand:
+        """Decode a large compressed body a bounded step at a time, letting the loop answer
+        other peers in between, then register it like any other."""
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                decoded: RegisterBrokerBody = done.value
+                break
+            except BodyError as exc:
+                return self._error(request, _body_error(exc))
+            await asyncio.sleep(0)
+        if not getattr(args["channel"], "is_open", True):
+            return self._ok(request)  # the broker hung up meanwhile: nothing to keep
+        return self._register(request, lambda: decoded, args)
+
+    def _register(
+        self, request: RemotingCommand, load_body: Callable[[], RegisterBrokerBody],
+        args: dict[str, Any],
+    ) -> RemotingCommand:  # fmt: skip
+        result = self.routes.register_broker(load_body=load_body, now_ms=self.clock_ms(), **args)
         self._emit(result.events)
         ext: dict[str, str] = {}
         if result.master_addr is not None:
@@ -665,51 +754,47 @@ class DefaultRequestProcessor:
 
     # ------------------------------------------------------------------ KV config
 
-    @staticmethod
-    def _check_kv_name(value: str | None, what: str) -> None:
-        if value is None:
-            return
-        if len(value) > MAX_KV_NAME or _FORBIDDEN_NAME_CHARS.intersection(value):
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR,
-                f"illegal {what}: at most {MAX_KV_NAME} characters, no path separators, "
-                "NUL or control characters",
-            )
-
     def put_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
         namespace, key = request.field("namespace"), request.field("key")
         value = request.field("value")
-        if namespace is None or key is None:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
-        self._check_kv_name(namespace, "namespace")
-        self._check_kv_name(key, "key")
-        if value is not None and len(value) > MAX_KV_VALUE:
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR, f"illegal value: longer than {MAX_KV_VALUE} characters"
-            )
-        events = self.kv.put(namespace, key, value)
-        return self._persist_kv(request, events)
+        return self._persisted(
+            request, lambda: self._kv_write(self.kv.plan_put(namespace, key, value))
+        )
 
     def delete_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
         namespace, key = request.field("namespace"), request.field("key")
-        events = self.kv.delete(namespace, key)
-        return self._persist_kv(request, events)
+        return self._persisted(request, lambda: self._kv_write(self.kv.plan_delete(namespace, key)))
 
-    async def _persist_then_ok(
-        self, request: RemotingCommand, write: Awaitable[None], events: list[Event]
+    def _kv_write(self, change: KvChange | None) -> _Write | None:
+        if change is None:
+            return None
+        path = Path(self.registry.config.kv_config_path)
+        return _Write(path, change.file_bytes, lambda: self.kv.apply(change))
+
+    async def _persisted(
+        self, request: RemotingCommand, plan: Callable[[], _Write | None]
     ) -> RemotingCommand:
-        try:
-            await write
-        except OSError as exc:
-            log.error("persisting after request code %s failed: %s", request.code, exc)
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, f"persist failed: {exc.strerror}"
-            )
-        self._emit(events)
-        return self._ok(request)
-
-    def _persist_kv(self, request: RemotingCommand, events: list[Event]) -> Answer:
-        return self._persist_then_ok(request, self.persist_kv(self.kv.snapshot_bytes()), events)
+        """A change that must be on disk before it is live and acknowledged: planned from
+        the current state (``plan`` raises ``RequestError`` to refuse it, returns None when
+        there is nothing to change), written off the loop, then applied. One at a time."""
+        async with self._write_lock:
+            try:
+                write = plan()
+            except RequestError as exc:
+                return self._error(request, exc)
+            except KvRejected as exc:
+                return self._error(request, RequestError(ResponseCode.SYSTEM_ERROR, str(exc)))
+            if write is None:
+                return self._ok(request)
+            try:
+                await self.write_file(write.path, write.data)
+            except OSError as exc:
+                log.error("request code %s: writing %s failed: %s", request.code, write.path, exc)
+                return RemotingCommand.response_to(
+                    request, ResponseCode.SYSTEM_ERROR, f"persist failed: {exc.strerror or exc}"
+                )
+            self._emit(write.apply())
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, write.remark)
 
     def get_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
         namespace, key = request.field("namespace"), request.field("key")
@@ -736,11 +821,16 @@ class DefaultRequestProcessor:
     def update_config(self, request: RemotingCommand, channel: object) -> Answer:
         if not request.body:
             return self._ok(request)
+        return self._persisted(request, lambda: self._config_write(request.body))
+
+    def _config_write(self, body: bytes) -> _Write:
         try:
-            events = self.registry.update(request.body)
-        except ConfigError as exc:
-            raise RequestError(exc.code, exc.remark) from exc
-        return self._persist_then_ok(request, self.persist_config(), events)
+            update = self.registry.prepare_update(body)
+        except ConfigUpdateRefused as exc:
+            raise RequestError(_REFUSAL_CODES[exc.reason], exc.message) from exc
+        later = update.restart_keys()
+        remark = f"applies at the next restart: {','.join(later)}" if later else None
+        return _Write(update.path, update.file_bytes, lambda: self.registry.commit(update), remark)
 
     def get_config(self, request: RemotingCommand, channel: object) -> Answer:
         return self._ok(request, format_properties(self.registry.properties()))

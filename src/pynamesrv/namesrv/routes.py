@@ -124,12 +124,7 @@ class RouteInfoManager:
         key = (cluster, broker_addr)
         live = self.broker_live_table.get(key)
         is_master = broker_id == MASTER_ID
-        need_body = (
-            live is None
-            or body_digest is None
-            or live.body_digest != body_digest
-            or (is_master and broker_name in self._pruned_brokers)
-        )
+        need_body = self.needs_body(cluster, broker_addr, broker_name, broker_id, body_digest)
         body = load_body() if need_body else None
         data_version = body.data_version if body is not None else live.data_version  # type: ignore[union-attr]
 
@@ -247,6 +242,24 @@ class RouteInfoManager:
                 )
             )
         return result
+
+    def needs_body(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        body_digest: int | None,
+    ) -> bool:
+        """Whether a registration must decode its body: not when the broker re-sends the
+        bytes it sent last time, unless the name server dropped some of its topics since."""
+        live = self.broker_live_table.get((cluster, broker_addr))
+        return (
+            live is None
+            or body_digest is None
+            or live.body_digest != body_digest
+            or (broker_id == MASTER_ID and broker_name in self._pruned_brokers)
+        )
 
     def register_topic(self, topic: str, queue_datas: list[QueueData]) -> list[Event]:
         """5.x REGISTER_TOPIC_IN_NAMESRV (state.md §7): only brokers the server knows."""

@@ -24,6 +24,8 @@ from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily, ta
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024
 
 _INT32 = struct.Struct(">i")
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
 _UINT32 = struct.Struct(">I")
 _ROCKETMQ_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
 _ROCKETMQ_FIXED_LEN: Final = 17
@@ -227,26 +229,35 @@ def decode_frame_payload(payload: memoryview | bytes) -> RemotingCommand:
 
 
 def _int_member(obj: dict[str, object], name: str) -> int:
+    """A Java ``int`` member: what does not fit 32 bits (``1e30``, ``-1e19``) is refused, as
+    fastjson refuses it, instead of becoming a number no answer header could carry."""
     value = obj.get(name)
     if value is None:
         return 0
     if isinstance(value, bool):
         raise FrameError(f"header member {name} is not a number")
     try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError) as exc:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: inf
         raise FrameError(f"header member {name} is not a number") from exc
+    if not _INT32_MIN <= number <= _INT32_MAX:
+        raise FrameError(f"header member {name} {value!r} outside the 32-bit range")
+    return number
 
 
 def _ext_value(value: object) -> str:
-    """fastjson coerces scalar extFields values to their string form."""
+    """fastjson coerces scalar extFields values to their string form (and nested ones to
+    their JSON text, which orjson cannot write past 254 levels: a frame error)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return value
     if isinstance(value, (int, float)):
         return str(value)
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:
+        raise FrameError(f"extFields value cannot be written back: {exc}") from exc
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:

@@ -18,7 +18,9 @@ from functools import lru_cache
 from typing import Final, NamedTuple
 
 _LENGTHS = struct.Struct(">iI")  # frame length word, serialize type << 24 | header length
-_MAX_DIGITS: Final = 10  # an int32 opaque
+_MAX_DIGITS: Final = 10  # an int32 opaque; ten digits only up to INT32_MAX_DIGITS
+# Java's opaque is an int: the decoder refuses a larger one, so the fast paths leave it to it.
+INT32_MAX_DIGITS: Final = b"2147483647"
 
 
 class OpaqueRun(NamedTuple):
@@ -74,6 +76,7 @@ def take_repeats(
                 and parts[-1] == suffix
                 and digits.isdigit()
                 and (size == 1 or 48 not in digits[::size])  # no leading zero
+                and (size < _MAX_DIGITS or max(opaques) <= INT32_MAX_DIGITS)
             ):
                 break
             count //= 2

@@ -1,9 +1,18 @@
-"""The asyncio remoting server: sockets, framing, idle timeout, back-pressure.
+"""The asyncio remoting server: sockets, framing, limits, idle timeout, back-pressure.
 
 One ``Connection`` (an asyncio Protocol) per TCP connection. ``data_received`` decodes every
 complete frame in the read, answers each through the handler, and writes all answers at
-once: no task or coroutine per request on the hot path. Only answers that must wait for a
-disk write arrive as awaitables and get a task.
+once: no task or coroutine per request on the hot path. Only answers that must wait (a disk
+write, a large body decoded a step at a time) arrive as awaitables and get a task; until it
+is done the connection reads nothing more and handles nothing after that request, so each
+connection's requests take effect, and are answered, in the order they were sent.
+
+Limits keep a hostile peer from holding memory or connections (``ServerLimits``): a frame
+larger than the frame limit is refused as soon as its length word arrives; a frame must
+arrive completely within ``frame_read_timeout_s`` of its first byte (a peer trickling a byte
+every few seconds defeats the idle timeout, not this); the bytes of incomplete frames all
+connections hold together are capped by ``max_buffered_bytes``; connections beyond
+``max_connections`` are closed at once. Each refusal is counted in ``refused`` by reason.
 
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
@@ -17,8 +26,11 @@ import inspect
 import logging
 import socket
 import time
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import Final, Protocol
 
 from pynamesrv.remoting.codec import (
@@ -81,10 +93,30 @@ CLOSED: Final = "channel_closed"
 ERROR: Final = "channel_error"
 IDLE: Final = "channel_idle"
 
-# Stop reading from a peer whose answers pile up unread beyond this (it sends but does not
-# read); resume when the kernel took most of it.
-_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
-_WRITE_LOW_WATER: Final = 1 * 1024 * 1024
+# Why a connection was refused or closed by a limit (the ``refused`` counter's keys).
+REFUSED_MAX_CONNECTIONS: Final = "max_connections"
+REFUSED_BUFFER_BUDGET: Final = "buffer_budget"
+REFUSED_FRAME_TIMEOUT: Final = "frame_timeout"
+REFUSED_MALFORMED: Final = "malformed_frame"
+
+_REFUSAL_LOG_PERIOD_S: Final = 10.0
+
+
+@dataclass(slots=True)
+class ServerLimits:
+    """What one peer, and all of them together, may make the server hold."""
+
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    idle_seconds: float = 120.0  # no read or write for this long: close (0: never)
+    max_connections: int = 10_000
+    max_buffered_bytes: int = 512 * 1024 * 1024
+    frame_read_timeout_s: float = 60.0  # 0: no deadline
+    send_buffer: int = 0  # SO_SNDBUF of accepted sockets, 0: the OS default
+    receive_buffer: int = 0  # SO_RCVBUF
+    # Stop reading from a peer whose answers pile up unread beyond this (it sends but does
+    # not read); resume when the kernel took most of it.
+    write_high_water: int = 4 * 1024 * 1024
+    write_low_water: int = 1 * 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -92,17 +124,29 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
-        self.decoder = FrameDecoder(server.max_frame_length)
+        self.decoder = FrameDecoder(server.limits.max_frame_length)
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.last_activity = time.monotonic()
         self._close_reason = CLOSED
-        self._idle_timer: asyncio.TimerHandle | None = None
-        self._pending: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
         self._repeat: RepeatShape | None = None  # the last request the fast path answered
+        # An answer being awaited, and the frames that arrived after its request.
+        self._waiting: asyncio.Task[None] | None = None
+        self._backlog: deque[RawFrame] = deque()
+        self._backlog_bytes = 0
+        self._backlog_error: FrameError | None = None
+        self._paused_for_writes = False
+        self._held = 0  # bytes counted in the server's buffered total
+        self._frame_started: float | None = None  # when the incomplete frame began
+        self._refused = False
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}>"
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
 
     # asyncio callbacks ------------------------------------------------------------
 
@@ -112,16 +156,32 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+        server, limits = self.server, self.server.limits
+        if len(server.connections) >= limits.max_connections:
+            self._refused = True
+            server.refuse(REFUSED_MAX_CONNECTIONS, self.peer)
+            transport.close()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER, low=_WRITE_LOW_WATER)  # type: ignore[attr-defined]
-        self.server.connections.add(self)
-        self._arm_idle_timer()
+            if limits.send_buffer:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, limits.send_buffer)
+            if limits.receive_buffer:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.receive_buffer)
+        transport.set_write_buffer_limits(  # type: ignore[attr-defined]
+            high=limits.write_high_water, low=limits.write_low_water
+        )
+        server.connections.add(self)
+        self._arm_timer()
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
         decoder = self.decoder
+        if self._waiting is not None:  # arrived with the read that paused us: keep it
+            self._queue(data)
+            return
+        before = decoder.buffered
         out: list[bytes] = []
         repeat = self._repeat
         if repeat is not None:  # so there is a fast path: it answered before
@@ -138,25 +198,52 @@ class Connection(asyncio.Protocol):
                 if decoder.take_family(family, answer):
                     self._repeat = fast_path.last_shape
             if not decoder.buffered:  # the usual end: every frame was answered here
-                if out and self.transport is not None:
-                    self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+                if out:
+                    self._send(b"".join(out) if len(out) > 1 else out[0])
+                self._frame_done()
                 return
         broken: FrameError | None = None
         try:
             frames = decoder.feed_raw(data)
         except FrameError as exc:
             broken, frames = exc, exc.frames
-        broken = self._answer(frames, out) or broken
+        self._serve(frames, out, broken)
+        self._after_read(progress=bool(frames or out) or decoder.buffered < before)
+
+    def _queue(self, data: bytes) -> None:
+        """Keep the frames of a read that arrived while an answer is awaited."""
+        try:
+            frames = self.decoder.feed_raw(data)
+        except FrameError as exc:
+            frames, self._backlog_error = exc.frames, exc
+        self._backlog.extend(frames)
+        self._backlog_bytes += sum(len(f[1]) + len(f[2]) for f in frames)
+        self._after_read(progress=bool(frames))
+
+    def _serve(self, frames: list[RawFrame], out: list[bytes], broken: FrameError | None) -> None:
+        """Answer ``frames`` in order and write the answers (after those in ``out``) at once.
+        A request whose answer must be awaited stops here: the frames after it wait in the
+        backlog, and reading pauses, until its answer is written. A frame that does not
+        decode ends the connection after the answers to the frames before it, as in Java."""
+        index, error = self._answer(frames, out)
+        if out:
+            self._send(b"".join(out) if len(out) > 1 else out[0])
+        if self._waiting is not None:
+            rest = frames[index:]
+            self._backlog.extend(rest)
+            self._backlog_bytes += sum(len(f[1]) + len(f[2]) for f in rest)
+            self._backlog_error = broken
+            return
+        broken = error or broken
         if broken is not None:
-            log.info("closing %s: %s", self.peer, broken)
+            self.server.refuse(REFUSED_MALFORMED, self.peer, str(broken))
             self.close(ERROR)
 
-    def _answer(self, frames: list[RawFrame], out: list[bytes]) -> FrameError | None:
-        """Answer every frame, write all answers (after those in ``out``) at once; a header
-        that does not decode stops here (the frames before it are answered, as Java does)."""
+    def _answer(self, frames: list[RawFrame], out: list[bytes]) -> tuple[int, FrameError | None]:
+        """Append the answers to ``frames`` to ``out`` until one must be awaited or does not
+        decode; returns the index of the first frame not handled and the decode error."""
         handler = self.server.handler
         fast_path = self.server.fast_path
-        broken = None
         index, count = 0, len(frames)
         while index < count:
             if fast_path is not None:
@@ -167,73 +254,164 @@ class Connection(asyncio.Protocol):
                     if index == count:
                         break
             serialize, header, body, body_crc = frames[index]
-            index += 1
             try:
                 command = decode_command(serialize, header, body, body_crc)
             except FrameError as exc:
-                broken = exc
-                break
+                return index, exc
+            except Exception as exc:  # a decoder bug: close, but keep the answers so far
+                log.error("decoding a frame from %s failed: %r", self.peer, exc)
+                return index, FrameError(f"undecodable frame ({type(exc).__name__})")
+            index += 1
             answer = handler(command, self)
             if answer is None:
                 continue
+            if inspect.isawaitable(answer):
+                self._await(answer, command.is_oneway)
+                return index, None
+            if command.is_oneway:  # Java never answers a oneway request
+                continue
             if isinstance(answer, bytes):
                 out.append(answer)
-            elif isinstance(answer, RemotingCommand):
-                out.append(encode(answer))
-            elif inspect.isawaitable(answer):
-                task = asyncio.ensure_future(self._answer_later(answer))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
-        if out and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-        return broken
+            else:
+                try:
+                    out.append(encode(answer))
+                except Exception as exc:  # an answer we cannot encode is our bug, not theirs
+                    log.error("encoding the answer to code %s failed: %r", command.code, exc)
+                    return index, FrameError("unanswerable request")
+        return index, None
 
-    async def _answer_later(self, answer: Awaitable[RemotingCommand | None]) -> None:
-        command = await answer
-        if command is not None and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(command))
-            self.last_activity = time.monotonic()
+    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
+        self._waiting = asyncio.ensure_future(self._answer_later(answer, oneway))
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    async def _answer_later(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
+        try:
+            command = await answer
+        except Exception as exc:  # handlers answer their own errors; this is a bug
+            log.error("answering %s failed: %r", self.peer, exc)
+            command = None
+        self._waiting = None
+        if not self.is_open:
+            return
+        if command is not None and not oneway:
+            try:
+                self._send(encode(command))
+            except Exception as exc:
+                log.error("encoding an answer to %s failed: %r", self.peer, exc)
+        frames, error = list(self._backlog), self._backlog_error
+        self._backlog.clear()
+        self._backlog_bytes, self._backlog_error = 0, None
+        self._serve(frames, [], error)
+        self._account()
+        if self._waiting is None and not self._paused_for_writes and self.is_open:
+            self.transport.resume_reading()  # type: ignore[union-attr]
+
+    def _send(self, data: bytes) -> None:
+        """Every byte to the peer goes through here."""
+        if self.transport is not None:
+            self.transport.write(data)
 
     def pause_writing(self) -> None:
+        self._paused_for_writes = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        self._paused_for_writes = False
+        if self._waiting is None and self.is_open:
+            self.transport.resume_reading()  # type: ignore[union-attr]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        self.transport = None
+        if self._refused:
+            return
+        self.server.buffered_bytes -= self._held
+        self._held = 0
+        self._backlog.clear()
         reason = self._close_reason if exc is None else ERROR
         self.server.connections.discard(self)
-        self.transport = None
         self.server.on_close(self, reason)
 
-    # helpers ----------------------------------------------------------------------
+    # limits -----------------------------------------------------------------------
+
+    def _after_read(self, progress: bool) -> None:
+        """Account the bytes held and time the incomplete frame after a read."""
+        if not self.decoder.buffered:
+            self._frame_done()
+        elif progress or self._frame_started is None:
+            # Frames completed (or this is the first byte of one): a new frame's time starts.
+            self._frame_started = time.monotonic()
+            self._arm_timer()
+        self._account()
+
+    def _frame_done(self) -> None:
+        self._frame_started = None
+        self._account()
+
+    def _account(self) -> None:
+        """Count what this connection holds in the server's total (nothing once closing)."""
+        held = self.decoder.buffered + self._backlog_bytes if self.is_open else 0
+        server = self.server
+        server.buffered_bytes += held - self._held
+        self._held = held
+        if server.buffered_bytes > server.limits.max_buffered_bytes:
+            server.shed_buffers()
+
+    @property
+    def held(self) -> int:
+        """Bytes of incomplete or waiting frames this connection holds."""
+        return self._held
 
     def close(self, reason: str = CLOSED) -> None:
         """Close the connection; ``on_close`` then reports ``reason``."""
         self._close_reason = reason
         if self.transport is not None:
             self.transport.close()
+            self._account()  # what it held no longer counts
 
-    def _arm_idle_timer(self) -> None:
-        idle = self.server.idle_seconds
-        if idle <= 0:
+    def _arm_timer(self) -> None:
+        """Wake at the earlier of the idle deadline and the incomplete frame's deadline."""
+        limits = self.server.limits
+        dues = []
+        if limits.idle_seconds > 0:
+            dues.append(self.last_activity + limits.idle_seconds)
+        if self._frame_started is not None and limits.frame_read_timeout_s > 0:
+            dues.append(self._frame_started + limits.frame_read_timeout_s)
+        if not dues:
             return
+        due = min(dues)
+        if self._timer is not None:
+            if self._timer.when() <= due + 0.05:  # already set to wake in time
+                return
+            self._timer.cancel()
         loop = asyncio.get_running_loop()
-        due = self.last_activity + idle - time.monotonic()
-        self._idle_timer = loop.call_later(max(due, 0.05), self._check_idle)
+        self._timer = loop.call_at(loop.time() + max(due - time.monotonic(), 0.05), self._check)
 
-    def _check_idle(self) -> None:
+    def _check(self) -> None:
+        self._timer = None
         if self.transport is None:
             return
-        if time.monotonic() - self.last_activity >= self.server.idle_seconds:
-            log.info("closing %s: idle for %ss", self.peer, self.server.idle_seconds)
+        limits = self.server.limits
+        now = time.monotonic()
+        if (
+            self._frame_started is not None
+            and now - self._frame_started >= limits.frame_read_timeout_s
+        ):
+            self.server.refuse(
+                REFUSED_FRAME_TIMEOUT,
+                self.peer,
+                f"a frame still incomplete after {limits.frame_read_timeout_s:g}s "
+                f"({self.decoder.buffered} bytes)",
+            )
+            self.close(ERROR)
+        elif limits.idle_seconds > 0 and now - self.last_activity >= limits.idle_seconds:
+            log.info("closing %s: idle for %ss", self.peer, limits.idle_seconds)
             self.close(IDLE)
         else:
-            self._arm_idle_timer()
+            self._arm_timer()
 
 
 class RemotingServer:
@@ -245,18 +423,54 @@ class RemotingServer:
         *,
         on_close: CloseListener = lambda conn, reason: None,
         fast_path: FastPath | None = None,
-        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
-        idle_seconds: float = 120.0,
+        limits: ServerLimits | None = None,
         backlog: int = 1024,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
         self.fast_path = fast_path
-        self.max_frame_length = max_frame_length
-        self.idle_seconds = idle_seconds
+        self.limits = limits or ServerLimits()
         self.backlog = backlog
         self.connections: set[Connection] = set()
+        self.buffered_bytes = 0  # incomplete frames held by all connections
+        self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
+        self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
+
+    def refuse(self, reason: str, peer: str, detail: str = "") -> None:
+        """Count a connection closed by a limit; log it, at most one line per reason every
+        few seconds (a flood of bad connections must not flood the log)."""
+        self.refused[reason] += 1
+        now = time.monotonic()
+        last, count_then = self._refusals_logged.get(reason, (-_REFUSAL_LOG_PERIOD_S, 0))
+        if now - last < _REFUSAL_LOG_PERIOD_S:
+            return
+        more = self.refused[reason] - count_then - 1
+        log.warning(
+            "closing %s (%s)%s%s",
+            peer,
+            reason,
+            f": {detail}" if detail else "",
+            f"; {more} more since the last such line" if more > 0 else "",
+        )
+        self._refusals_logged[reason] = (now, self.refused[reason])
+
+    def shed_buffers(self) -> None:
+        """Over the budget of incomplete frames: close the connections holding the most
+        until the total fits again. Small holders (route queries, ordinary registrations)
+        are the last to go; the total never stays above the budget past one read."""
+        limit = self.limits.max_buffered_bytes
+        while self.buffered_bytes > limit:
+            victim = max(self.connections, key=attrgetter("held"), default=None)
+            if victim is None or not victim.held:
+                return
+            self.refuse(
+                REFUSED_BUFFER_BUDGET,
+                victim.peer,
+                f"it holds {victim.held} bytes of incomplete frames; all connections "
+                f"{self.buffered_bytes} > maxBufferedBytes {limit}",
+            )
+            victim.close(ERROR)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()

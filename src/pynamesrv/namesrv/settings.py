@@ -1,0 +1,362 @@
+"""The one table of configuration keys: type, range, when a change applies, who may change it.
+
+Every way a setting enters the server goes through this table: the ``-c`` properties file and
+the command-line flags at start, the config store at start, and UPDATE_NAMESRV_CONFIG at run
+time. So a value that would break the server (``scanNotActiveBrokerInterval=0`` spins the
+expiry loop, ``frameMaxLength=1`` refuses every frame after the next restart, a journal
+``instanceName`` of ``../../x`` writes outside the state directory) is refused with the same
+one-line message wherever it comes from, instead of being silently ignored as Java does.
+
+The keys are Java's (``NamesrvConfig``, ``NettyServerConfig``, the ``tls.*`` JVM properties)
+plus pynamesrv's own; ``docs/configuration.md`` is generated from this table.
+
+Not remotely writable (``remote=False``): every key that names a file or directory, where the
+server listens, TLS and authentication, the journal's location, the memory limits, and the
+addresses the HTTP address service hands to clients. Those change only in the ``-c`` file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class Kind(StrEnum):
+    """How a key's text becomes a value, and what is allowed."""
+
+    BOOL = "bool"
+    INT = "int"
+    PORT = "port"
+    TEXT = "text"
+    PATH = "path"
+    NAME = "name"
+    HOST = "host"
+    ADDRESSES = "addresses"
+    CHOICE = "choice"
+    SECRET = "secret"
+
+
+class Applies(StrEnum):
+    """When a changed value takes effect."""
+
+    LIVE = "live"  # at once, on the running server
+    RESTART = "restart"  # at the next start
+    NEVER = "no effect"  # accepted and reported for compatibility, nothing uses it
+
+
+class SettingError(ValueError):
+    """A key or value that is not allowed; the message is one line for an operator."""
+
+
+class UnknownSetting(SettingError):
+    """A key that is not in the table (a typo, usually: the message suggests the key)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        hint = suggest(key)
+        super().__init__(
+            f"unknown config key {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+        )
+
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+INT32_MAX: Final = 2**31 - 1
+MIB: Final = 1024 * 1024
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
+# A journal instance name becomes a directory name: no separators, no ``.``/``..``.
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}", re.ASCII)
+_HOSTNAME: Final = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*",
+    re.ASCII,
+)
+_MAX_TEXT: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One configuration key."""
+
+    key: str  # as written in properties files and on the wire
+    attr: str  # the NamesrvConfig attribute
+    kind: Kind
+    applies: Applies
+    remote: bool  # may UPDATE_NAMESRV_CONFIG change it
+    origin: str  # "4.9.4", "5.x", "JVM property", "pynamesrv"
+    help: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    def allowed(self) -> str:
+        """What values the key takes, for messages and the reference."""
+        kind = self.kind
+        if kind is Kind.BOOL:
+            return "true or false"
+        if kind in (Kind.INT, Kind.PORT):
+            low = INT64_MIN if self.minimum is None else self.minimum
+            high = INT64_MAX if self.maximum is None else self.maximum
+            return f"an integer from {low:,} to {high:,}".replace(",", "_")
+        if kind is Kind.CHOICE:
+            return " / ".join(self.choices)
+        if kind is Kind.NAME:
+            return "empty, or 1-128 letters, digits and . _ : @ - (not starting with . or -)"
+        if kind is Kind.HOST:
+            return "an IP address or host name"
+        if kind is Kind.ADDRESSES:
+            return "empty, or host:port entries separated by ';'"
+        if kind is Kind.PATH:
+            return "a file or directory path"
+        return f"text of at most {_MAX_TEXT} characters without control characters"
+
+    def parse(self, text: str) -> bool | int | str:
+        """The value of ``text`` (trimmed, as 5.x does), or ``SettingError``."""
+        value = text.strip()
+        kind = self.kind
+        if kind is Kind.BOOL:
+            lowered = value.lower()
+            if lowered in ("true", "false"):
+                return lowered == "true"
+        elif kind in (Kind.INT, Kind.PORT):
+            if _INTEGER.fullmatch(value):
+                number = int(value)
+                low = INT64_MIN if self.minimum is None else self.minimum
+                high = INT64_MAX if self.maximum is None else self.maximum
+                if low <= number <= high:
+                    return number
+        elif kind is Kind.CHOICE:
+            if value.lower() in self.choices:
+                return value.lower()
+        elif kind is Kind.NAME:
+            if value == "" or (_NAME.fullmatch(value) and ".." not in value):
+                return value
+        elif kind is Kind.HOST:
+            if _is_host(value):
+                return value
+        elif kind is Kind.ADDRESSES:
+            if value == "" or all(_is_address(a) for a in value.split(";") if a.strip()):
+                return ";".join(a.strip() for a in value.split(";") if a.strip())
+        elif kind is Kind.PATH:
+            if value and "\x00" not in value and len(value) <= _MAX_TEXT:
+                return value
+        elif len(value) <= _MAX_TEXT and value.isprintable():
+            return value
+        raise SettingError(f"{self.key}={_shown(text)} is not allowed: {self.allowed()}")
+
+    def format(self, value: object) -> str:
+        """The properties-file text of a value."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+
+def _shown(text: str) -> str:
+    """A value as the message quotes it: short, one line."""
+    return repr(text if len(text) <= 64 else text[:61] + "...")
+
+
+def _is_host(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(value))
+    return True
+
+
+def _is_address(value: str) -> bool:
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not _INTEGER.fullmatch(port) or not 1 <= int(port) <= 65535:
+        return False
+    return _is_host(host.strip("[]"))
+
+
+def _key(
+    key: str,
+    kind: Kind,
+    applies: Applies,
+    remote: bool,
+    origin: str,
+    help: str,
+    *,
+    attr: str | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    choices: tuple[str, ...] = (),
+) -> Setting:
+    if attr is None:
+        attr = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key.replace(".", "_"))
+    if kind is Kind.PORT and minimum is None:
+        minimum, maximum = 0, 65535
+    return Setting(key, attr, kind, applies, remote, origin, help, minimum, maximum, choices)
+
+
+B, N, P, T = Kind.BOOL, Kind.INT, Kind.PORT, Kind.TEXT  # bool, number, port, text
+LIVE, RESTART, NEVER = Applies.LIVE, Applies.RESTART, Applies.NEVER
+_NO_POOLS = "no effect: one event loop answers every request, there are no thread pools"
+_NO_NETTY = "no effect: a Netty setting with no counterpart in asyncio"
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    # NamesrvConfig (4.9.4)
+    _key("rocketmqHome", Kind.PATH, RESTART, False, "4.9.4",
+         "Home directory; the journal defaults to <rocketmqHome>/journal."),
+    _key("kvConfigPath", Kind.PATH, RESTART, False, "4.9.4",
+         "The KV store file (Java's format)."),
+    _key("configStorePath", Kind.PATH, RESTART, False, "4.9.4",
+         "Where UPDATE_NAMESRV_CONFIG persists changes; the -c file when one is given."),
+    _key("productEnvName", T, NEVER, True, "4.9.4",
+         "Reported only: Java uses it for clusterTest, which pynamesrv does not implement."),
+    _key("clusterTest", B, NEVER, True, "4.9.4",
+         "Reported only: Java forwards route misses to a test cluster; pynamesrv does not."),
+    _key("orderMessageEnable", B, LIVE, True, "4.9.4",
+         "Attach the ORDER_TOPIC_CONFIG KV entry of a topic to its route answers."),
+    # NamesrvConfig (5.x)
+    _key("returnOrderTopicConfigToBroker", B, LIVE, True, "5.x",
+         "Send the ORDER_TOPIC_CONFIG KV table to brokers in REGISTER_BROKER answers."),
+    _key("clientRequestThreadPoolNums", N, NEVER, True, "5.x", _NO_POOLS,
+         minimum=1, maximum=INT32_MAX),
+    _key("clientRequestThreadPoolQueueCapacity", N, NEVER, True, "5.x", _NO_POOLS,
+         minimum=1, maximum=INT32_MAX),
+    _key("defaultThreadPoolNums", N, NEVER, True, "5.x", _NO_POOLS,
+         minimum=1, maximum=INT32_MAX),
+    _key("defaultThreadPoolQueueCapacity", N, NEVER, True, "5.x", _NO_POOLS,
+         minimum=1, maximum=INT32_MAX),
+    _key("scanNotActiveBrokerInterval", N, LIVE, True, "5.x",
+         "Milliseconds between expiry scans; brokers are also expired at their own deadline.",
+         minimum=100, maximum=86_400_000),
+    _key("unRegisterBrokerQueueCapacity", N, NEVER, True, "5.x",
+         "no effect: unregistrations are applied at once, there is no queue",
+         minimum=1, maximum=INT32_MAX),
+    _key("supportActingMaster", B, LIVE, True, "5.x",
+         "Show the lowest-id slave of a master-less group as acting master (id 0, read-only)."),
+    _key("enableAllTopicList", B, LIVE, True, "5.x",
+         "Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER (false: SYSTEM_ERROR 'disable')."),
+    _key("enableTopicList", B, LIVE, True, "5.x",
+         "Answer the per-cluster and unit topic lists (false: SYSTEM_ERROR 'disable')."),
+    _key("notifyMinBrokerIdChanged", B, LIVE, True, "5.x",
+         "Send NOTIFY_MIN_BROKER_ID_CHANGE to a group's brokers when its lowest id changes."),
+    _key("notifyMinBrokerIdChangeTimeoutMillis", N, LIVE, True, "5.x",
+         "Timeout of one NOTIFY_MIN_BROKER_ID_CHANGE request.",
+         minimum=1, maximum=600_000),
+    _key("enableControllerInNamesrv", B, RESTART, False, "5.x",
+         "Must stay false: run the standalone Java controller for controller mode."),
+    _key("needWaitForService", B, LIVE, True, "5.x",
+         "Answer route queries with an error for waitSecondsForService after start."),
+    _key("waitSecondsForService", N, LIVE, True, "5.x",
+         "Length of the start-up wait of needWaitForService.", minimum=0, maximum=3600),
+    _key("deleteTopicWithBrokerRegistration", B, LIVE, True, "5.x",
+         "Drop a master's topics that its registration no longer lists."),
+    _key("configBlackList", T, RESTART, False, "5.x",
+         "Keys UPDATE_NAMESRV_CONFIG refuses, ';'-separated (on top of the built-in ones)."),
+    # NettyServerConfig
+    _key("bindAddress", Kind.HOST, RESTART, False, "5.x",
+         "Address the remoting port listens on."),
+    _key("listenPort", P, RESTART, False, "4.9.4",
+         "The remoting port brokers and clients connect to (0: any free port)."),
+    _key("serverWorkerThreads", N, NEVER, True, "4.9.4", _NO_POOLS,
+         minimum=1, maximum=INT32_MAX),
+    _key("serverCallbackExecutorThreads", N, NEVER, True, "4.9.4", _NO_POOLS,
+         minimum=0, maximum=INT32_MAX),
+    _key("serverSelectorThreads", N, NEVER, True, "4.9.4", _NO_NETTY,
+         minimum=1, maximum=INT32_MAX),
+    _key("serverOnewaySemaphoreValue", N, NEVER, True, "4.9.4", _NO_NETTY,
+         minimum=1, maximum=INT32_MAX),
+    _key("serverAsyncSemaphoreValue", N, NEVER, True, "4.9.4", _NO_NETTY,
+         minimum=1, maximum=INT32_MAX),
+    _key("serverChannelMaxIdleTimeSeconds", N, LIVE, True, "4.9.4",
+         "Close a connection with no read or write for this long (0: never).",
+         minimum=0, maximum=86_400),
+    _key("serverSocketSndBufSize", N, RESTART, True, "4.9.4",
+         "SO_SNDBUF of accepted connections in bytes (0: the OS default).",
+         minimum=0, maximum=INT32_MAX),
+    _key("serverSocketRcvBufSize", N, RESTART, True, "4.9.4",
+         "SO_RCVBUF of accepted connections in bytes (0: the OS default).",
+         minimum=0, maximum=INT32_MAX),
+    _key("writeBufferHighWaterMark", N, RESTART, True, "4.9.4",
+         "Stop reading from a peer whose unread answers exceed this many bytes (0: 4 MiB).",
+         minimum=0, maximum=INT32_MAX),
+    _key("writeBufferLowWaterMark", N, RESTART, True, "4.9.4",
+         "Read again when they fall below this many bytes (0: 1 MiB).",
+         minimum=0, maximum=INT32_MAX),
+    _key("serverSocketBacklog", N, RESTART, False, "4.9.4",
+         "Listen backlog of the remoting port.", minimum=1, maximum=65535),
+    _key("serverPooledByteBufAllocatorEnable", B, NEVER, True, "4.9.4", _NO_NETTY),
+    _key("useEpollNativeSelector", B, NEVER, True, "4.9.4",
+         "no effect: uvloop uses epoll whenever it runs on Linux"),
+    _key("serverNettyWorkerGroupEnable", B, NEVER, True, "5.x", _NO_NETTY),
+    _key("enableShutdownGracefully", B, LIVE, True, "5.x",
+         "On SIGTERM, keep answering for shutdownWaitTimeSeconds before closing."),
+    _key("shutdownWaitTimeSeconds", N, LIVE, True, "5.x",
+         "How long a graceful shutdown keeps answering.", minimum=0, maximum=3600),
+    # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
+    _key("frameMaxLength", N, RESTART, False, "JVM property",
+         "Largest frame accepted, in bytes (com.rocketmq.remoting.frameMaxLength).",
+         minimum=MIB, maximum=1024 * MIB),
+    # pynamesrv's own: limits
+    _key("maxConnections", N, RESTART, False, "pynamesrv",
+         "Connections beyond this are closed as soon as they are accepted.",
+         minimum=1, maximum=1_000_000),
+    _key("maxBufferedBytes", N, RESTART, False, "pynamesrv",
+         "Bytes of incomplete frames all connections together may hold; a connection that "
+         "needs more is closed. At least frameMaxLength.",
+         minimum=MIB, maximum=64 * 1024 * MIB),
+    _key("frameReadTimeoutSeconds", N, RESTART, False, "pynamesrv",
+         "A frame must arrive completely within this many seconds of its first byte.",
+         minimum=1, maximum=3600),
+    # pynamesrv's own: observability
+    _key("httpPort", P, RESTART, False, "pynamesrv",
+         "Port of /metrics, /healthz, /rocketmq/nsaddr, /api and the status page (0: off)."),
+    _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
+         "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
+    _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
+         "The journal's instance name and directory (empty: host:port)."),
+    _key("journalEnable", B, RESTART, False, "pynamesrv", "Write the route-change journal."),
+    _key("journalDir", Kind.PATH, RESTART, False, "pynamesrv",
+         "Journal root directory (empty: <rocketmqHome>/journal)."),
+    _key("journalFlushIntervalMs", N, RESTART, False, "pynamesrv",
+         "How often journal lines are written (a kill -9 loses at most this much).",
+         minimum=10, maximum=60_000),
+    _key("journalSnapshotIntervalMs", N, RESTART, False, "pynamesrv",
+         "How often a snapshot of the routes is journaled.",
+         minimum=1000, maximum=86_400_000),
+    _key("routeQueriesWindowMs", N, RESTART, False, "pynamesrv",
+         "Window of the journal's per-topic route-query counts.",
+         minimum=1000, maximum=3_600_000),
+)  # fmt: skip
+
+BY_KEY: Final = {setting.key: setting for setting in SETTINGS}
+_BY_LOWER: Final = {setting.key.lower(): setting.key for setting in SETTINGS}
+
+
+def setting(key: str) -> Setting:
+    """The setting of ``key``, or ``UnknownSetting``."""
+    found = BY_KEY.get(key)
+    if found is None:
+        raise UnknownSetting(key)
+    return found
+
+
+def suggest(key: str) -> str | None:
+    """The known key an unknown one most likely meant (wrong case first, then spelling)."""
+    exact_case = _BY_LOWER.get(key.lower())
+    if exact_case is not None:
+        return exact_case
+    close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=1, cutoff=0.75)
+    return _BY_LOWER[close[0]] if close else None
+
+
+def parse_all(props: Iterable[tuple[str, str]]) -> tuple[dict[str, bool | int | str], list[str]]:
+    """Parse every pair; the values that are good and one message per bad key or value."""
+    values: dict[str, bool | int | str] = {}
+    errors: list[str] = []
+    for key, text in props:
+        try:
+            values[key] = setting(key).parse(text)
+        except SettingError as exc:
+            errors.append(str(exc))
+    return values, errors
