@@ -27,6 +27,9 @@ class Writer:
         self.acked = acked
         self.next = start
         self.in_flight: tuple[str, str, str | None] | None = None  # (op, key, value)
+        self.acks = 0
+        self.ack_target = 0
+        self.reached = asyncio.Event()
 
     async def _send(self, client: RemotingClient, op: str, key: str, value: str | None) -> None:
         self.in_flight = (op, key, value)
@@ -41,6 +44,9 @@ class Writer:
         else:
             self.acked.pop(key, None)
         self.in_flight = None
+        self.acks += 1
+        if self.acks >= self.ack_target:
+            self.reached.set()
 
     async def run_until_killed(self, port: int) -> None:
         client = await RemotingClient.connect("127.0.0.1", port)
@@ -73,9 +79,14 @@ class Writer:
 
 
 async def kill_while_writing(
-    writer: Writer, port: int, server: subprocess.Popen[bytes], delay: float
+    writer: Writer, port: int, server: subprocess.Popen[bytes], acks: int, delay: float
 ) -> None:
+    """Kill the server once ``acks`` more writes were acknowledged and ``delay`` passed (so
+    the kill lands at any moment of a write, however fast or slow the machine is)."""
+    writer.ack_target, writer.reached = writer.acks + acks, asyncio.Event()
     task = asyncio.create_task(writer.run_until_killed(port))
+    async with asyncio.timeout(60):
+        await writer.reached.wait()
     await asyncio.sleep(delay)
     server.send_signal(signal.SIGKILL)
     await task
@@ -96,9 +107,8 @@ def test_acknowledged_kv_writes_survive_sigkill(tmp_path: Path) -> None:
         )  # fmt: skip
         try:
             wait_for_port(port, server, 20)
-            delay = rng.uniform(0.0, 0.15)
-
-            asyncio.run(kill_while_writing(writer, port, server, delay))
+            acks, delay = rng.randint(3, 12), rng.uniform(0.0, 0.02)
+            asyncio.run(kill_while_writing(writer, port, server, acks, delay))
         finally:
             server.kill()
             server.wait()

@@ -29,6 +29,12 @@ from prometheus_client.utils import floatToGoString
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
 from pynamesrv.remoting.codes import RequestCode
+from pynamesrv.remoting.server import (
+    REFUSED_BUFFER_BUDGET,
+    REFUSED_FRAME_TIMEOUT,
+    REFUSED_MALFORMED,
+    REFUSED_MAX_CONNECTIONS,
+)
 
 if TYPE_CHECKING:
     from pynamesrv.namesrv.controller import NamesrvController
@@ -36,6 +42,13 @@ if TYPE_CHECKING:
 OTHER_CODE: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
 # Always exported (as 0 until they happen), so that rate() and alerts work from the start.
+# Always exported, at 0 until something happens, so alerts need no absent() clause.
+REFUSAL_REASONS: Final = (
+    REFUSED_BUFFER_BUDGET,
+    REFUSED_FRAME_TIMEOUT,
+    REFUSED_MALFORMED,
+    REFUSED_MAX_CONNECTIONS,
+)
 REMOVAL_REASONS: Final = (
     RemovalReason.UNREGISTER,
     RemovalReason.EXPIRED,
@@ -169,6 +182,19 @@ class NamesrvCollector(Collector):
             "pynamesrv_connections",
             "Open remoting connections (brokers, clients, admin tools).",
             value=len(ctrl.server.connections),
+        )
+        refused = CounterMetricFamily(
+            "pynamesrv_connections_refused",
+            "Connections the server closed because of a limit or a malformed frame, by reason.",
+            labels=["reason"],
+        )
+        for reason in sorted(set(REFUSAL_REASONS) | set(ctrl.server.refused)):
+            refused.add_metric([reason], ctrl.server.refused.get(reason, 0))
+        yield refused
+        yield GaugeMetricFamily(
+            "pynamesrv_buffered_bytes",
+            "Bytes of incomplete frames all connections hold (capped by maxBufferedBytes).",
+            value=ctrl.server.buffered_bytes,
         )
         yield GaugeMetricFamily(
             "pynamesrv_kv_entries",
