@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -182,3 +183,77 @@ async def test_lines_appended_after_a_torn_line_are_not_lost(tmp_path: Path) -> 
     records = list(read_records([hour_file]))
     assert [r["ts"] for r in records] == [1, 1_795_000_000_000]
     assert records[1]["version"] == "x"
+
+
+class ScriptedClock:
+    def __init__(self, start_ms: int) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+
+HOUR = 3_600_000
+T0 = 1_795_000_000_000 // HOUR * HOUR  # an hour boundary in 2026
+
+
+async def test_closed_hours_are_compressed_and_still_read_in_order(tmp_path: Path) -> None:
+    clock = ScriptedClock(T0)
+    journal = Journal(tmp_path, INSTANCE, clock_ms=clock)
+    await journal.start()
+    for hour in range(3):
+        clock.now = T0 + hour * HOUR
+        journal.record("kv_changed", namespace="ns", key=f"k{hour}", op="put")
+        await journal.flush()
+    await journal.stop()  # waits for the compression of the closed hours
+    names = sorted(p.name for p in journal.directory.iterdir())
+    assert names == [
+        hour_file_name(T0) + ".gz",
+        hour_file_name(T0 + HOUR) + ".gz",
+        hour_file_name(T0 + 2 * HOUR),  # the open hour stays plain
+    ]
+    keys = [r["key"] for r in read_records(journal_files(tmp_path))]
+    assert keys == ["k0", "k1", "k2"]
+
+
+async def test_hours_older_than_the_retention_are_deleted(tmp_path: Path) -> None:
+    clock = ScriptedClock(T0)
+    journal = Journal(tmp_path, INSTANCE, clock_ms=clock, retention_hours=2)
+    await journal.start()
+    for hour in range(4):
+        clock.now = T0 + hour * HOUR
+        journal.record("kv_changed", namespace="ns", key=f"k{hour}", op="put")
+        await journal.flush()
+    await journal.stop()
+    keys = [r["key"] for r in read_records(journal_files(tmp_path))]
+    assert keys == ["k1", "k2", "k3"]  # hour 0 is older than now - 2 h
+
+
+async def test_a_flood_of_distinct_junk_stays_under_the_size_cap(
+    tmp_path: Path, caplog: Any
+) -> None:
+    cap = 1024 * 1024
+    journal = Journal(tmp_path, INSTANCE, max_bytes=cap)
+    await journal.start()
+    for batch in range(30):  # ~3 MB of distinct KV keys, the kind a hostile client can send
+        for i in range(1000):
+            journal.record("kv_changed", namespace="junk", key=f"{batch}-{i}-" + "x" * 60, op="put")
+        await journal.flush()
+    await journal.stop()
+    size = sum(p.stat().st_size for p in journal.directory.iterdir())
+    assert size <= cap
+    assert journal.dropped_lines > 0
+    assert caplog.text.count("over its size cap") == 1
+
+
+async def test_leftovers_of_a_crash_are_compressed_at_start(tmp_path: Path) -> None:
+    directory = tmp_path / INSTANCE.replace(":", "_")
+    directory.mkdir(parents=True)
+    past = directory / hour_file_name(T0)
+    past.write_bytes(b'{"ts":1,"ns":"x","type":"kv_changed"}\n{"ts":2,"ns":"x","ty')  # torn
+    (directory / (past.name + ".gz.tmp")).write_bytes(b"partial")
+    journal = Journal(tmp_path, INSTANCE, clock_ms=ScriptedClock(T0 + 5 * HOUR))
+    await journal.start()
+    await journal.stop()
+    assert sorted(p.name for p in directory.iterdir()) == [past.name + ".gz"]
+    assert [r["ts"] for r in read_records(journal_files(tmp_path))] == [1]

@@ -13,7 +13,7 @@ import orjson
 from rich.console import Console
 from rich.text import Text
 
-from pynamesrv.namesrv.journal import journal_files, read_records
+from pynamesrv.namesrv.journal import COMPRESSED_SUFFIX, journal_files, read_records
 
 _STYLES = {
     "broker_registered": "green",
@@ -105,6 +105,8 @@ def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
     while follow:
         time.sleep(0.5)
         for file in journal_files(path):
+            if file.suffix == COMPRESSED_SUFFIX:
+                continue  # a closed hour: everything in it was shown when it was plain
             offset = seen.get(file, 0)
             size = file.stat().st_size
             if size <= offset:

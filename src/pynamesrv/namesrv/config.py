@@ -123,6 +123,8 @@ class NamesrvConfig:
     journal_dir: str = ""
     journal_flush_interval_ms: int = 1000
     journal_snapshot_interval_ms: int = 600_000
+    journal_retention_hours: int = 168
+    journal_max_bytes: int = 10 * 1024**3
     route_queries_window_ms: int = 60_000
 
     def get(self, key: str) -> Any:

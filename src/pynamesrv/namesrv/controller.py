@@ -13,7 +13,6 @@ import importlib
 import logging
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -166,6 +165,8 @@ class NamesrvController:
             self.instance,
             flush_interval_s=self.config.journal_flush_interval_ms / 1000,
             clock_ms=now_ms,
+            retention_hours=self.config.journal_retention_hours,
+            max_bytes=self.config.journal_max_bytes,
         )
         await self.journal.start()
         self.stats.count_topics = True
@@ -199,15 +200,15 @@ class NamesrvController:
         """Write the counts of [window start, end_ms) and start a new window."""
         if self.journal is None:
             return
-        stats = self.stats
-        counts, misses = stats.route_hits_by_topic, stats.route_misses_by_topic
-        stats.route_hits_by_topic, stats.route_misses_by_topic = Counter(), Counter()
+        counts, misses, other = self.stats.take_topic_counts()
+        extra = {"misses_other": other} if other else {}
         self.journal.record(
             "route_queries",
             ts=end_ms,
             window_ms=end_ms - self._window_start_ms,
             counts=dict(counts),
             misses=dict(misses),
+            **extra,
         )
         self._window_start_ms = end_ms
 

@@ -9,13 +9,21 @@ Writes never block the event loop: ``record`` encodes the line and appends it to
 a flusher hands the list to one worker thread at least once a second and at stop, so lines
 reach the files in the order they happened. A crash can tear only the last line of a file,
 which ``read_records`` (and the pipeline) skip.
+
+Retention: when an hour closes, its file is gzip-compressed to ``events-…-HH.jsonl.gz`` (by
+a second thread, so appends never wait for it) and readers take either form. Files older
+than ``retention_hours``, and the oldest closed hours while the journal is over
+``max_bytes``, are deleted; if the open hour alone exceeds ``max_bytes`` (a flood of junk
+events), further lines of that hour are dropped and counted rather than filling the disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +49,11 @@ def hour_file_name(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("events-%Y%m%d-%H.jsonl")
 
 
+COMPRESSED_SUFFIX = ".gz"
+DEFAULT_RETENTION_HOURS = 168
+DEFAULT_MAX_BYTES = 10 * 1024**3
+
+
 class Journal:
     def __init__(
         self,
@@ -49,15 +62,23 @@ class Journal:
         *,
         flush_interval_s: float = 1.0,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        retention_hours: int = DEFAULT_RETENTION_HOURS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.instance = instance
         self.directory = root / instance_dir_name(instance)
         self.flush_interval_s = flush_interval_s
         self.clock_ms = clock_ms
+        self.retention_hours = retention_hours
+        self.max_bytes = max_bytes
         self._pending: list[tuple[int, bytes]] = []
         self._oldest_pending_ms: int | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._archiver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-gzip")
         self._files: dict[str, int] = {}  # hour file name -> open descriptor (worker only)
+        self._sizes: dict[str, int] = {}  # size of each file in the directory (worker only)
+        self.dropped_lines = 0  # lines not written because the journal was over max_bytes
+        self._dropping = False
         self._flusher: asyncio.Task[None] | None = None
         self.lines_written = 0
         self._seq = 0  # orders lines of equal ts; restarts with the process (readers: ns, ts, seq)
@@ -93,6 +114,12 @@ class Journal:
 
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, self._scan_directory)
+        current = hour_file_name(self.clock_ms())
+        for name in sorted(self._sizes):  # hours a crash or a stop left uncompressed
+            if name.endswith(".jsonl") and name < current:
+                self._archiver.submit(self._archive, name)
         self._flusher = asyncio.create_task(self._flush_forever())
 
     async def _flush_forever(self) -> None:
@@ -133,17 +160,100 @@ class Journal:
             if fd is None:
                 self._close_old_files(keep=name)
                 fd = self._files[name] = _open_for_append(self.directory / name)
+                self._sizes[name] = os.fstat(fd).st_size
             data = memoryview(b"".join(lines))
+            if sum(self._sizes.values()) + len(data) > self.max_bytes:
+                self._enforce_retention(keep=name, need=len(data))
+                if sum(self._sizes.values()) + len(data) > self.max_bytes:
+                    if not self._dropping:
+                        log.warning(
+                            "journal %s is over its size cap (%d bytes): dropping lines "
+                            "until the next hour",
+                            self.directory,
+                            self.max_bytes,
+                        )
+                    self._dropping = True
+                    self.dropped_lines += len(lines)
+                    continue
+            self._dropping = False
             try:
                 while data:
-                    data = data[os.write(fd, data) :]
+                    written = os.write(fd, data)
+                    self._sizes[name] += written
+                    data = data[written:]
             except OSError:
                 os.close(self._files.pop(name))  # reopened next time, ending the torn line first
                 raise
 
     def _close_old_files(self, keep: str) -> None:
+        """Close the hour files before ``keep`` and hand them to the archiver."""
         for name in [n for n in self._files if n < keep]:
             os.close(self._files.pop(name))
+            self._archiver.submit(self._archive, name)
+        self._enforce_retention(keep=keep, need=0)
+
+    def _scan_directory(self) -> None:
+        """Worker thread at start: the files there, their sizes, leftovers of a crash."""
+        self._sizes.clear()
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(".tmp"):
+                path.unlink(missing_ok=True)  # an interrupted compression
+            elif name.startswith("events-") and name.endswith((".jsonl", ".jsonl.gz")):
+                if name.endswith(".jsonl") and (path.parent / (name + COMPRESSED_SUFFIX)).exists():
+                    path.unlink()  # compressed, then killed before the plain file was removed
+                    continue
+                self._sizes[name] = path.stat().st_size
+        self._enforce_retention(keep=hour_file_name(self.clock_ms()), need=0)
+
+    def _archive(self, name: str) -> None:
+        """Archiver thread: gzip a closed hour file atomically, then remove the plain one."""
+        plain = self.directory / name
+        packed = plain.with_name(name + COMPRESSED_SUFFIX)
+        partial = plain.with_name(name + COMPRESSED_SUFFIX + ".tmp")
+        try:
+            with plain.open("rb") as source, gzip.open(partial, "wb", compresslevel=6) as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+            with partial.open("rb+") as written:
+                os.fsync(written.fileno())
+            os.replace(partial, packed)
+        except FileNotFoundError:
+            return  # deleted by retention meanwhile
+        except OSError:
+            log.exception("compressing journal file %s failed; it stays uncompressed", plain)
+            partial.unlink(missing_ok=True)
+            return
+        self._writer.submit(self._archived, name, packed.stat().st_size)
+
+    def _archived(self, name: str, packed_size: int) -> None:
+        """Worker thread: the compressed file replaces the plain one (unless retention
+        deleted the hour meanwhile: then it goes too)."""
+        packed = self.directory / (name + COMPRESSED_SUFFIX)
+        if self._sizes.pop(name, None) is None:
+            packed.unlink(missing_ok=True)
+            return
+        (self.directory / name).unlink(missing_ok=True)
+        self._sizes[packed.name] = packed_size
+
+    def _enforce_retention(self, keep: str, need: int) -> None:
+        """Worker thread: delete hour files older than the retention, then the oldest closed
+        ones while the journal plus ``need`` bytes is over ``max_bytes``; never ``keep``."""
+        cutoff = hour_file_name(self.clock_ms() - self.retention_hours * HOUR_MS)
+        for name in sorted(self._sizes):
+            if name.removesuffix(COMPRESSED_SUFFIX) >= keep or name in self._files:
+                break
+            too_old = name.removesuffix(COMPRESSED_SUFFIX) < cutoff
+            if not too_old and sum(self._sizes.values()) + need <= self.max_bytes:
+                break
+            try:
+                (self.directory / name).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("cannot delete old journal file %s: %s", name, exc)
+                continue
+            del self._sizes[name]
+            log.info("journal: deleted %s (%s)", name, "retention" if too_old else "size cap")
 
     async def stop(self) -> None:
         if self._flusher is not None:
@@ -151,7 +261,9 @@ class Journal:
             await asyncio.gather(self._flusher, return_exceptions=True)
             self._flusher = None
         await self.flush()
-        await asyncio.get_running_loop().run_in_executor(self._writer, self._close_all)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._archiver.shutdown)  # its last hand-offs first
+        await loop.run_in_executor(self._writer, self._close_all)
         self._writer.shutdown(wait=True)
 
     def _close_all(self) -> None:
@@ -172,22 +284,32 @@ def _open_for_append(path: Path) -> int:
 
 
 def journal_files(path: Path) -> list[Path]:
-    """The hour files under ``path`` (a file, an instance directory or the journal root)."""
+    """The hour files under ``path`` (a file, an instance directory or the journal root),
+    plain or compressed, in time order; an hour present in both forms (a compression that
+    was interrupted) is taken from the compressed file."""
     if path.is_file():
         return [path]
-    return sorted(path.rglob("events-*.jsonl"), key=lambda p: (p.name, str(p)))
+    found = [*path.rglob("events-*.jsonl"), *path.rglob("events-*.jsonl.gz")]
+    packed = {p for p in found if p.name.endswith(COMPRESSED_SUFFIX)}
+    files = [p for p in found if p not in packed and p.with_name(p.name + ".gz") not in packed]
+    files += packed
+    return sorted(files, key=lambda p: (p.name.removesuffix(COMPRESSED_SUFFIX), str(p)))
 
 
 def read_records(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
     """Every well-formed line; a torn line (a crash mid-write) is skipped, never fatal."""
     for file in files:
-        with file.open("rb") as handle:
-            for raw in handle:
-                if not raw.endswith(b"\n"):
-                    continue  # torn last line
-                try:
-                    record = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(record, dict):
-                    yield record
+        opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
+        with opener(file, "rb") as handle:
+            try:
+                for raw in handle:
+                    if not raw.endswith(b"\n"):
+                        continue  # torn last line
+                    try:
+                        record = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(record, dict):
+                        yield record
+            except (EOFError, gzip.BadGzipFile):  # a truncated archive: what was read counts
+                continue

@@ -666,9 +666,7 @@ class DefaultRequestProcessor:
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
         body = self._route_body(topic, standard)
         if body is None:
-            self.stats.route_query_misses += 1
-            if self.stats.count_topics:
-                self.stats.route_misses_by_topic[_java(topic)] += 1
+            self.stats.count_miss(_java(topic))
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,

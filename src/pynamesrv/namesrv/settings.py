@@ -324,6 +324,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("journalSnapshotIntervalMs", N, RESTART, False, "pynamesrv",
          "How often a snapshot of the routes is journaled.",
          minimum=1000, maximum=86_400_000),
+    _key("journalRetentionHours", N, RESTART, False, "pynamesrv",
+         "Hour files older than this are deleted (closed hours are gzip-compressed).",
+         minimum=1, maximum=24 * 3660),
+    _key("journalMaxBytes", N, RESTART, False, "pynamesrv",
+         "Cap of the instance's journal directory: the oldest hours go first, and a flood "
+         "within one hour is dropped (counted) past it.",
+         minimum=MIB, maximum=2**50),
     _key("routeQueriesWindowMs", N, RESTART, False, "pynamesrv",
          "Window of the journal's per-topic route-query counts.",
          minimum=1000, maximum=3_600_000),

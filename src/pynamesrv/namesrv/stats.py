@@ -16,6 +16,7 @@ from pynamesrv.remoting.codes import RequestCode
 
 _KNOWN_CODES: Final = frozenset(int(c) for c in RequestCode)
 OTHER_CODE: Final = -1  # every request code the name server does not know
+MAX_MISSED_TOPICS: Final = 10_000  # distinct unrouted topics told apart per journal window
 
 # Upper bounds (seconds) of the request-latency histogram buckets; +Inf is implicit.
 LATENCY_BUCKETS_S: Final = (
@@ -59,10 +60,30 @@ class NamesrvStats:
         self.count_topics = False
         self.route_hits_by_topic: Counter[str] = Counter()
         self.route_misses_by_topic: Counter[str] = Counter()
+        self.route_misses_other = 0
         self.registrations = 0  # registrations that changed something (incl. first ones)
         self.heartbeats = 0  # registrations and data-version queries that changed nothing
         self.removals: Counter[str] = Counter()  # by reason
         self.topics_removed: Counter[str] = Counter()  # by reason
+
+    def count_miss(self, topic: str) -> None:
+        """A route query for a topic without a route. Clients choose these names, so at most
+        ``MAX_MISSED_TOPICS`` are told apart per journal window; the rest are counted in
+        ``route_misses_other``."""
+        self.route_query_misses += 1
+        if self.count_topics:
+            misses = self.route_misses_by_topic
+            if topic in misses or len(misses) < MAX_MISSED_TOPICS:
+                misses[topic] += 1
+            else:
+                self.route_misses_other += 1
+
+    def take_topic_counts(self) -> tuple[Counter[str], Counter[str], int]:
+        """The per-topic hits, misses and other misses since the last call, reset."""
+        taken = (self.route_hits_by_topic, self.route_misses_by_topic, self.route_misses_other)
+        self.route_hits_by_topic, self.route_misses_by_topic = Counter(), Counter()
+        self.route_misses_other = 0
+        return taken
 
     def observe_request(self, code: int, seconds: float) -> None:
         self.histogram(code).observe(seconds)
