@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
 
 StartNamesrv = Callable[..., Awaitable[NamesrvController]]
@@ -28,7 +28,8 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
 
 @pytest.fixture
 async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
-    """Start name servers with config overrides (Java key names); all stop at teardown."""
+    """Start name servers with config overrides (Java key names; ``tls.*`` keys go where a
+    -c file puts them); all stop at teardown."""
     started: list[NamesrvController] = []
 
     async def start(**overrides: str | int | bool) -> NamesrvController:
@@ -40,9 +41,15 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
             config_store_path=str(home / "namesrv.properties"),
         )
         overrides = {"httpPort": 0, "journalEnable": False, **overrides}
+        file_properties: dict[str, str] = {}
         for key, value in overrides.items():
-            assert config.set(key, str(value).lower() if isinstance(value, bool) else str(value))
-        controller = NamesrvController(config, host="127.0.0.1")
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if key.startswith("tls."):
+                file_properties[key] = text
+            else:
+                assert config.set(key, text)
+        registry = ConfigRegistry(config, file_properties)
+        controller = NamesrvController(registry=registry, host="127.0.0.1")
         await controller.start()
         started.append(controller)
         return controller

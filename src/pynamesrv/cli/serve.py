@@ -110,7 +110,10 @@ def serve(
         stream=sys.stderr,
     )
     install_event_loop_policy()
-    controller = NamesrvController(registry=registry)
+    try:
+        controller = NamesrvController(registry=registry)
+    except ValueError as exc:  # the tls.* keys: one line naming the key and the value
+        raise click.ClickException(str(exc)) from exc
     try:
         asyncio.run(_run(controller))
     except KvConfigError as exc:

@@ -36,11 +36,17 @@ JAVA_494_KEYS: Final = frozenset(
     }
 )  # fmt: skip
 
-# Keys that name files or directories: never changeable over the wire (CVE-2023-33246 /
-# CVE-2023-37582 class). configBlackList entries are added at run time, as in 5.2.0+.
+# Keys that name files or directories, or hold TLS material: never changeable over the wire
+# (CVE-2023-33246 / CVE-2023-37582 class); every tls.* key is refused too. configBlackList
+# entries are added at run time, as in 5.2.0+.
 ALWAYS_BLACKLISTED: Final = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
+    | {"httpTlsCertPath", "httpTlsKeyPath", "httpTlsKeyPassword"}
 )
+BLACKLISTED_PREFIX: Final = "tls."
+# Values never reported (GET_NAMESRV_CONFIG, serve -p, the journal); kept in the config store.
+SECRET_KEYS: Final = frozenset({"httpTlsKeyPassword", "tls.server.keyPassword"})
+MASK: Final = "******"
 
 
 def _default_home() -> str:
@@ -93,6 +99,10 @@ class NamesrvConfig:
     journal_flush_interval_ms: int = 1000
     journal_snapshot_interval_ms: int = 600_000
     route_queries_window_ms: int = 60_000
+    # HTTPS for the HTTP port (the remoting port's TLS keys are tls.*, read from the -c file)
+    http_tls_cert_path: str = ""  # "" = plain HTTP
+    http_tls_key_path: str = ""  # "" = the key is in the certificate file
+    http_tls_key_password: str = ""
 
     # ---------------------------------------------------------------- key mapping
 
@@ -158,6 +168,13 @@ def format_properties(props: dict[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in props.items()).encode()
 
 
+def _mask(props: dict[str, str]) -> dict[str, str]:
+    for key in SECRET_KEYS & props.keys():
+        if props[key]:
+            props[key] = MASK
+    return props
+
+
 class ConfigError(ValueError):
     """An UPDATE_NAMESRV_CONFIG request that must be refused."""
 
@@ -187,8 +204,8 @@ class ConfigRegistry:
             config.config_store_path = str(path)
         return cls(config, props)
 
-    def properties(self) -> dict[str, str]:
-        """What GET_NAMESRV_CONFIG reports and the config store holds."""
+    def properties(self, *, secrets: bool = False) -> dict[str, str]:
+        """What GET_NAMESRV_CONFIG reports and (with ``secrets``) the config store holds."""
         defaults = NamesrvConfig()
         out: dict[str, str] = {}
         for key in NamesrvConfig.java_keys():
@@ -200,11 +217,13 @@ class ConfigRegistry:
                 out[key] = self.config.text(key)
         for key, value in self.file_properties.items():
             out.setdefault(key, value)
+        if not secrets:
+            _mask(out)
         return dict(sorted(out.items()))
 
     def all_properties(self) -> dict[str, str]:
-        """Every setting, for ``serve -p``."""
-        return {key: self.config.text(key) for key in sorted(NamesrvConfig.java_keys())}
+        """Every setting, for ``serve -p`` and the journal (secrets masked)."""
+        return _mask({key: self.config.text(key) for key in sorted(NamesrvConfig.java_keys())})
 
     def update(self, body: bytes) -> list[Event]:
         """UPDATE_NAMESRV_CONFIG: validate everything first, then apply all and persist.
@@ -220,7 +239,7 @@ class ConfigRegistry:
         except Exception as exc:  # javaproperties raises several types on bad escapes
             raise ConfigError(ResponseCode.SYSTEM_ERROR, "string2Properties error") from exc
         blacklist = self.config.blacklist()
-        if any(key in blacklist for key in props):
+        if any(key in blacklist or key.startswith(BLACKLISTED_PREFIX) for key in props):
             raise ConfigError(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         unknown = sorted(key for key in props if not self.config.knows(key))
         if unknown:
@@ -239,4 +258,5 @@ class ConfigRegistry:
 
     def persist(self) -> None:
         """Rewrite configStorePath (blocking: run it off the event loop)."""
-        atomic_write(Path(self.config.config_store_path), format_properties(self.properties()))
+        props = self.properties(secrets=True)
+        atomic_write(Path(self.config.config_store_path), format_properties(props))

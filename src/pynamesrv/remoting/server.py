@@ -5,6 +5,11 @@ complete frame in the read, answers each through the handler, and writes all ans
 once: no task or coroutine per request on the hot path. Only answers that must wait for a
 disk write arrive as awaitables and get a task.
 
+TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
+(a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
+other byte means plain text; ``tls.server.mode`` says which of the two the port accepts. A
+plain connection pays one ``is None`` check per read for this, no more.
+
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
 can drop the brokers registered on it.
@@ -31,6 +36,7 @@ from pynamesrv.remoting.codec import (
 )
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
+from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +106,12 @@ class Connection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._repeat: RepeatShape | None = None  # the last request the fast path answered
+        # What a read passes through before the decoder: the first read's sniffing, then
+        # nothing (plain text) or the TLS layer. Answers leave through ``_send``: the
+        # transport's own write, or encryption first.
+        self._inbound: Callable[[bytes], bytes] | None = self._first_read
+        self._send: Callable[[bytes], object] = _unconnected
+        self.tls: TlsSession | None = None
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}>"
@@ -116,11 +128,16 @@ class Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER, low=_WRITE_LOW_WATER)  # type: ignore[attr-defined]
+        self._send = transport.write  # type: ignore[attr-defined]
         self.server.connections.add(self)
         self._arm_idle_timer()
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        if self._inbound is not None:  # the first read, or a TLS connection
+            data = self._inbound(data)
+            if not data:
+                return
         decoder = self.decoder
         out: list[bytes] = []
         repeat = self._repeat
@@ -139,7 +156,7 @@ class Connection(asyncio.Protocol):
                     self._repeat = fast_path.last_shape
             if not decoder.buffered:  # the usual end: every frame was answered here
                 if out and self.transport is not None:
-                    self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+                    self._send(b"".join(out) if len(out) > 1 else out[0])
                 return
         broken: FrameError | None = None
         try:
@@ -185,14 +202,78 @@ class Connection(asyncio.Protocol):
                 self._pending.add(task)
                 task.add_done_callback(self._pending.discard)
         if out and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            self._send(b"".join(out) if len(out) > 1 else out[0])
         return broken
 
     async def _answer_later(self, answer: Awaitable[RemotingCommand | None]) -> None:
         command = await answer
         if command is not None and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(command))
+            self._send(encode(command))
             self.last_activity = time.monotonic()
+
+    # TLS ---------------------------------------------------------------------------
+
+    def _first_read(self, data: bytes) -> bytes:
+        """Tell TLS from plain text by the first byte; refuse what the mode refuses."""
+        tls = self.server.tls
+        if data[0] != HANDSHAKE_RECORD:
+            if tls is not None and tls.mode is TlsMode.ENFORCING:
+                log.info("closing %s: plain text refused (tls.server.mode=enforcing)", self.peer)
+                self.close(ERROR)
+                return b""
+            self._inbound = None
+            return data
+        if tls is None or tls.mode is TlsMode.DISABLED:
+            log.info("closing %s: TLS handshake refused (tls.server.mode=disabled)", self.peer)
+            self.close(ERROR)
+            return b""
+        context = tls.context()
+        if context is None:
+            log.warning(
+                "closing %s: TLS handshake refused: no certificate configured "
+                "(set tls.server.certPath and tls.server.keyPath)",
+                self.peer,
+            )
+            self.close(ERROR)
+            return b""
+        self.tls = TlsSession(context)
+        self._inbound = self._receive_tls
+        self._send = self._send_tls
+        return self._receive_tls(data)
+
+    def _receive_tls(self, data: bytes) -> bytes:
+        tls = self.tls
+        if tls is None:  # closing
+            return b""
+        try:
+            plain = tls.receive(data)
+        except TlsError as exc:
+            self._flush_tls(tls)  # the alert that tells the peer why
+            log.info("closing %s: %s", self.peer, exc)
+            self.close(ERROR)
+            return b""
+        self._flush_tls(tls)
+        if tls.peer_closed:  # close_notify: answer what came before it, then close ours
+            asyncio.get_running_loop().call_soon(self.close, CLOSED)
+        return plain
+
+    def _flush_tls(self, tls: TlsSession) -> None:
+        records = tls.data_to_send()
+        if records and self.transport is not None:
+            self.transport.write(records)
+
+    def _send_tls(self, data: bytes) -> None:
+        tls = self.tls
+        if tls is None:  # closed: close_notify was the last record
+            return
+        try:
+            records = tls.encrypt(data)
+        except TlsError as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close(ERROR)
+            return
+        if self.transport is not None:
+            self.transport.write(records)
 
     def pause_writing(self) -> None:
         if self.transport is not None:
@@ -216,7 +297,15 @@ class Connection(asyncio.Protocol):
         """Close the connection; ``on_close`` then reports ``reason``."""
         self._close_reason = reason
         if self.transport is not None:
+            if self.tls is not None and not self.transport.is_closing():
+                self._flush_tls_close(self.tls)
             self.transport.close()
+
+    def _flush_tls_close(self, tls: TlsSession) -> None:
+        self.tls = None  # nothing more is encrypted after close_notify
+        records = tls.close()
+        if records and self.transport is not None:
+            self.transport.write(records)
 
     def _arm_idle_timer(self) -> None:
         idle = self.server.idle_seconds
@@ -236,6 +325,10 @@ class Connection(asyncio.Protocol):
             self._arm_idle_timer()
 
 
+def _unconnected(data: bytes) -> None:
+    """``Connection._send`` before the transport exists (nothing is sent before a read)."""
+
+
 class RemotingServer:
     """Listens on one TCP address and serves ``Connection``s."""
 
@@ -248,6 +341,7 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         idle_seconds: float = 120.0,
         backlog: int = 1024,
+        tls: TlsContextHolder | None = None,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
@@ -255,6 +349,7 @@ class RemotingServer:
         self.max_frame_length = max_frame_length
         self.idle_seconds = idle_seconds
         self.backlog = backlog
+        self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
 
