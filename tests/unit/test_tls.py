@@ -300,3 +300,13 @@ def test_holder_rebuilds_when_the_files_are_replaced(
 
 def _der(path: Path) -> bytes:
     return ssl.PEM_cert_to_DER_cert(path.read_text())
+
+
+def test_the_mode_in_the_config_file_counts_too(tmp_path: Path) -> None:
+    """Java ignores tls.server.mode in tls.config.file; an operator who wrote it meant it."""
+    config = tmp_path / "tls.properties"
+    config.write_text("tls.server.mode=disabled\n")
+    loaded = TlsSettings.from_properties(
+        {"tls.server.mode": "permissive", "tls.config.file": str(config)}
+    )
+    assert loaded.mode is TlsMode.DISABLED

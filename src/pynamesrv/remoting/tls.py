@@ -58,9 +58,9 @@ class TlsError(Exception):
 
 # --------------------------------------------------------------------------- settings
 
-# Key names are Java's (TlsSystemConfig). tls.server.mode and tls.config.file come from the
-# properties file only; the rest may also come from the file tls.config.file names, whose
-# values win, as in Java.
+# Key names are Java's (TlsSystemConfig). Each may also be in the file tls.config.file names,
+# whose values win, as in Java; Java ignores tls.server.mode there, we honour it (an operator
+# who writes "enforcing" there means it).
 KEY_MODE: Final = "tls.server.mode"
 KEY_CONFIG_FILE: Final = "tls.config.file"
 KEY_TEST_MODE: Final = "tls.test.mode.enable"
