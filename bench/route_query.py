@@ -36,6 +36,7 @@ from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.tls import client_context
 
 TOPIC = "BenchTopic"
 REQUEST_COMMAND = RemotingCommand(
@@ -159,10 +160,13 @@ def load_worker(
     seconds: float,
     out: mp.Queue,
     frames: tuple[bytes, ...] = REQUESTS,
+    tls: bool = False,
 ) -> None:
     """Keep ``depth`` requests in flight on each of ``conns`` connections for ``seconds``,
-    sending ``frames`` in turn (one frame: the same request over and over)."""
+    sending ``frames`` in turn (one frame: the same request over and over); over TLS
+    (without verifying the server) when ``tls``."""
     pin(cpus)
+    ssl_context = client_context(verify=False) if tls else None
 
     frame_len = len(frames[0])
     if all(len(frame) == frame_len for frame in frames):
@@ -216,7 +220,7 @@ def load_worker(
         dones = []
         for _ in range(conns):
             done: asyncio.Future[None] = loop.create_future()
-            await loop.create_connection(lambda d=done: Load(d), "127.0.0.1", port)
+            await loop.create_connection(lambda d=done: Load(d), "127.0.0.1", port, ssl=ssl_context)
             dones.append(done)
         await asyncio.wait_for(asyncio.gather(*dones), seconds + 10)
 
@@ -241,6 +245,7 @@ def run_load(
     cpus: str,
     frames: tuple[bytes, ...] = REQUESTS,
     server_pid: int | None = None,
+    tls: bool = False,
 ) -> dict:
     """Run the load and return req/s, latency percentiles (ms) and, with ``server_pid``,
     the server's CPU microseconds per request: a cost that does not depend on whether the
@@ -248,7 +253,7 @@ def run_load(
     queue: mp.Queue = mp.Queue()
     cpu_before = cpu_seconds(server_pid) if server_pid else 0.0
     workers = [
-        mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue, frames))
+        mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue, frames, tls))
         for _ in range(procs)
     ]
     for worker in workers:

@@ -1,4 +1,4 @@
-"""Shared fixtures: an in-process name server on a free loopback port."""
+"""Shared fixtures: an in-process name server on a free loopback port, TLS certificates."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import uvloop
 
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
+from tls_pki import TlsFiles, make_pki
 
 StartNamesrv = Callable[..., Awaitable[NamesrvController]]
 
@@ -48,3 +49,9 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
 @pytest.fixture
 async def namesrv(start_namesrv: StartNamesrv) -> NamesrvController:
     return await start_namesrv()
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """Generated once per run (EC keys: milliseconds). Tests that change files copy them."""
+    return make_pki(tmp_path_factory.mktemp("pki"))

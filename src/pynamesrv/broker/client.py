@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class BrokerClient:
     timeout_s: float = 6.0
     heartbeat_timeout_ms: int | None = None
     version: int = Version.V4_9_4
+    ssl_context: ssl.SSLContext | None = None  # TLS to the name servers (Java: tls.enable)
     data_version: DataVersion = field(
         default_factory=lambda: DataVersion(timestamp=time.time_ns() // 1_000_000, counter=0)
     )
@@ -142,7 +144,9 @@ class BrokerClient:
     async def _client(self, addr: str) -> RemotingClient:
         client = self._clients.get(addr)
         if client is None or not client.is_open:
-            client = await RemotingClient.connect_addr(addr, timeout=self.timeout_s)
+            client = await RemotingClient.connect_addr(
+                addr, timeout=self.timeout_s, ssl_context=self.ssl_context
+            )
             self._clients[addr] = client
         return client
 

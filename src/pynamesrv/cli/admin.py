@@ -18,6 +18,7 @@ import asyncio
 import functools
 import json
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -33,6 +34,7 @@ from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient, RemotingError, RemotingTimeout
 from pynamesrv.remoting.codes import Perm, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.tls import client_context
 
 # Exit codes (documented in the group's help; scripts depend on them, never renumber).
 EXIT_OK: Final = 0
@@ -116,6 +118,41 @@ class Options:
     addrs: list[str]
     timeout: float
     json: bool
+    tls: ssl.SSLContext | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class TlsOptions:
+    """--tls and friends; any of them turns TLS on (mqadmin: -Dtls.enable=true)."""
+
+    enabled: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    insecure: bool = False
+
+    def merged(self, group: TlsOptions) -> TlsOptions:
+        return TlsOptions(
+            self.enabled or group.enabled,
+            self.ca or group.ca,
+            self.cert or group.cert,
+            self.key or group.key,
+            self.insecure or group.insecure,
+        )
+
+    def context(self) -> ssl.SSLContext | None:
+        if not (self.enabled or self.ca or self.cert or self.insecure):
+            return None
+        if self.key and not self.cert:
+            raise click.BadParameter("--tls-key needs --tls-cert", param_hint="'--tls-key'")
+        try:
+            return client_context(
+                ca_path=self.ca, cert_path=self.cert, key_path=self.key, verify=not self.insecure
+            )
+        except (OSError, ssl.SSLError) as exc:
+            what = f"--tls-cert {self.cert}" if self.cert else f"--tls-ca {self.ca}"
+            why = getattr(exc, "reason", None) or exc.strerror or exc
+            raise click.BadParameter(f"{what}: cannot load: {why}") from exc
 
 
 @dataclass(slots=True)
@@ -125,6 +162,7 @@ class _GroupOptions:
     namesrv: str | None
     timeout: float | None
     json: bool
+    tls: TlsOptions = field(default_factory=TlsOptions)
 
 
 def parse_addrs(text: str) -> list[str]:
@@ -144,7 +182,9 @@ def parse_addrs(text: str) -> list[str]:
     return addrs
 
 
-def _resolve(namesrv: str | None, timeout: float | None, json_out: bool) -> Options:
+def _resolve(
+    namesrv: str | None, timeout: float | None, json_out: bool, tls: TlsOptions
+) -> Options:
     """Subcommand options win over the group's (mqadmin puts ``-n`` after the command)."""
     ctx = click.get_current_context()
     group = ctx.find_object(_GroupOptions) or _GroupOptions(None, None, False)
@@ -157,6 +197,7 @@ def _resolve(namesrv: str | None, timeout: float | None, json_out: bool) -> Opti
         addrs=parse_addrs(text),
         timeout=timeout or group.timeout or DEFAULT_TIMEOUT_S,
         json=json_out or group.json,
+        tls=tls.merged(group.tls).context(),
     )
 
 
@@ -166,6 +207,38 @@ _TIMEOUT_HELP = (
     f"Seconds to wait for a connection and for each answer (default {DEFAULT_TIMEOUT_S:g})."
 )
 _JSON_HELP = "Print one JSON document on stdout instead of tables."
+_FILE = click.Path(exists=True, dir_okay=False)
+
+
+def _tls_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """--tls, --tls-ca, --tls-cert, --tls-key, --tls-insecure (group and subcommands)."""
+    options = [
+        click.option("--tls", "tls", is_flag=True, help="Connect with TLS (verify the server)."),
+        click.option("--tls-ca", type=_FILE, help="CA file to verify the server with (PEM)."),
+        click.option("--tls-cert", type=_FILE, help="Client certificate (PEM), for mutual TLS."),
+        click.option("--tls-key", type=_FILE, help="Key of --tls-cert, if not in that file."),
+        click.option(
+            "--tls-insecure",
+            is_flag=True,
+            help="TLS without verifying the server "
+            "(mqadmin's default, tls.client.authServer=false).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _tls_of(params: dict[str, Any]) -> TlsOptions:
+    """Take the TLS options out of a command's parameters."""
+    return TlsOptions(
+        params.pop("tls"),
+        params.pop("tls_ca"),
+        params.pop("tls_cert"),
+        params.pop("tls_key"),
+        params.pop("tls_insecure"),
+    )
+
 
 EXIT_CODES_HELP: Final = f"""
 \b
@@ -193,13 +266,16 @@ _SUBCOMMAND_EPILOG: Final = (
 @click.option("-n", "--namesrv", envvar="NAMESRV_ADDR", help=_NAMESRV_HELP)
 @click.option("--timeout", type=_TIMEOUT_TYPE, default=None, help=_TIMEOUT_HELP)
 @click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)
+@_tls_options
 @click.pass_context
-def admin(ctx: click.Context, namesrv: str | None, timeout: float | None, json_out: bool) -> None:
+def admin(
+    ctx: click.Context, namesrv: str | None, timeout: float | None, json_out: bool, **tls: Any
+) -> None:
     """Administer name servers (an mqadmin-compatible subset, plus diff).
 
     Global options may also be given after the subcommand, as with mqadmin.
     """
-    ctx.obj = _GroupOptions(namesrv, timeout, json_out)
+    ctx.obj = _GroupOptions(namesrv, timeout, json_out, _tls_of(tls))
 
 
 def _admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
@@ -210,9 +286,10 @@ def _admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
         def wrapper(
             namesrv: str | None, timeout: float | None, json_out: bool, **params: Any
         ) -> None:
-            fn(_resolve(namesrv, timeout, json_out), **params)
+            fn(_resolve(namesrv, timeout, json_out, _tls_of(params)), **params)
 
-        command = click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)(wrapper)
+        command = _tls_options(wrapper)
+        command = click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)(command)
         command = click.option("--timeout", type=_TIMEOUT_TYPE, help=_TIMEOUT_HELP)(command)
         command = click.option("-n", "--namesrv", help=_NAMESRV_HELP)(command)
         return admin.command(name, epilog=_SUBCOMMAND_EPILOG)(command)
@@ -248,12 +325,14 @@ class Session:
 
     async def _connect(self, addr: str) -> RemotingClient:
         try:
-            return await RemotingClient.connect_addr(addr, timeout=self.opts.timeout)
+            return await RemotingClient.connect_addr(
+                addr, timeout=self.opts.timeout, ssl_context=self.opts.tls
+            )
         except RemotingTimeout as exc:
             raise NoAnswer(f"connecting to {addr} timed out after {self.opts.timeout:g}s") from exc
         except RemotingError as exc:
             cause = exc.__cause__
-            if isinstance(cause, OSError) and cause.errno:
+            if isinstance(cause, OSError) and cause.errno and not isinstance(cause, ssl.SSLError):
                 # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)"; say why.
                 # Resolver errors (gaierror) have negative numbers and their own text.
                 why = os.strerror(cause.errno) if cause.errno > 0 else cause.strerror

@@ -117,7 +117,11 @@ def serve(
         stream=sys.stderr,
     )
     install_event_loop_policy()
-    controller = NamesrvController(registry=registry)
+    try:
+        controller = NamesrvController(registry=registry)
+    except ValueError as exc:  # TLS files that do not load, tls.config.file's values
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
     try:
         asyncio.run(_run(controller))
     except KvConfigError as exc:

@@ -106,14 +106,17 @@ class HttpServer:
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port, reuse_address=True)
+            tls = self.controller.http_tls
+            ssl_context = tls.following_context() if tls is not None else None
+            site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
             await site.start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self.port = runner.addresses[0][1]
-        log.info("HTTP server (metrics, status page, nsaddr) on %s:%d", host, self.port)
+        scheme = "HTTPS" if ssl_context is not None else "HTTP"
+        log.info("%s server (metrics, status page, nsaddr) on %s:%d", scheme, host, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -28,6 +28,7 @@ from pynamesrv.namesrv.settings import (
     SETTINGS,
     Applies,
     Kind,
+    Setting,
     parse_all,
     setting,
     suggest,
@@ -55,6 +56,7 @@ ALWAYS_BLACKLISTED: Final = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
 )
 BLACKLIST_REMARK: Final = "Can not update config in black list."
+SECRET_MASK: Final = "******"  # how a set password is reported
 
 
 def _default_home() -> str:
@@ -111,6 +113,19 @@ class NamesrvConfig:
     shutdown_wait_time_seconds: int = 30
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     frame_max_length: int = 16 * 1024 * 1024
+    # TLS (spec/config-and-storage.md §3, §8)
+    tls_server_mode: str = "permissive"
+    tls_config_file: str = ""
+    tls_test_mode_enable: bool = False
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_key_password: str = ""
+    tls_server_need_client_auth: str = "none"
+    tls_server_trust_cert_path: str = ""
+    tls_server_auth_client: bool = False
+    http_tls_cert_path: str = ""
+    http_tls_key_path: str = ""
+    http_tls_key_password: str = ""
     # pynamesrv's own: limits
     max_connections: int = 10_000
     max_buffered_bytes: int = 512 * 1024 * 1024
@@ -152,6 +167,9 @@ class NamesrvConfig:
                 f"writeBufferLowWaterMark={low} is not allowed: at most "
                 f"writeBufferHighWaterMark ({high})"
             )
+        for key in ("rocketmqHome", "kvConfigPath", "configStorePath"):
+            if not self.get(key):
+                out.append(f"{key}= is not allowed: a file or directory path")
         if self.enable_controller_in_namesrv:
             out.append(
                 "enableControllerInNamesrv=true is not supported: pynamesrv has no embedded "
@@ -159,6 +177,10 @@ class NamesrvConfig:
                 "controller mode"
             )
         return out
+
+    def tls_properties(self) -> dict[str, str]:
+        """The tls.* keys as properties, for ``remoting.tls.TlsSettings``."""
+        return {s.key: self.text(s.key) for s in SETTINGS if s.key.startswith("tls.")}
 
     def blacklist(self) -> set[str]:
         return set(ALWAYS_BLACKLISTED) | {
@@ -291,23 +313,21 @@ class ConfigRegistry:
         out: dict[str, str] = {}
         for entry in SETTINGS:
             key = entry.key
-            if entry.kind is Kind.SECRET:
-                continue
             if (
                 key in JAVA_494_KEYS
                 or key in self.file_properties
                 or self.config.get(key) != defaults.get(key)
             ):
-                out[key] = self.config.text(key)
+                out[key] = self._shown(entry)
         return dict(sorted(out.items()))
 
     def all_properties(self) -> dict[str, str]:
-        """Every setting but secrets, for ``serve -p`` and the journal's server_started."""
-        return {
-            s.key: self.config.text(s.key)
-            for s in sorted(SETTINGS, key=lambda s: s.key)
-            if s.kind is not Kind.SECRET
-        }
+        """Every setting, secrets masked, for ``serve -p`` and the journal's server_started."""
+        return {s.key: self._shown(s) for s in sorted(SETTINGS, key=lambda s: s.key)}
+
+    def _shown(self, entry: Setting) -> str:
+        text = self.config.text(entry.key)
+        return SECRET_MASK if entry.kind is Kind.SECRET and text else text
 
     # ------------------------------------------------------------------ updates
 
@@ -370,9 +390,9 @@ class ConfigRegistry:
         what GET_NAMESRV_CONFIG reports, as Java writes it."""
         text = self._store_text
         if text is None:
-            shown = self.properties()
-            shown.update({k: BY_KEY[k].format(v) for k, v in values.items()})
-            return format_properties(shown)
+            stored = {key: self.config.text(key) for key in self.properties()}  # unmasked
+            stored.update({k: BY_KEY[k].format(v) for k, v in values.items()})
+            return format_properties(stored)
         document = javaproperties.PropertiesFile.loads(text)
         for key, value in values.items():
             document[key] = BY_KEY[key].format(value)

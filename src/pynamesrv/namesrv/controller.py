@@ -36,6 +36,7 @@ from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
+from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
 
 if TYPE_CHECKING:
     from pynamesrv.http.app import HttpServer
@@ -77,9 +78,23 @@ class NamesrvController:
         *,
         host: str | None = None,
         registry: ConfigRegistry | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
+        """``tls`` defaults to the ``tls.*`` keys of the config (``ValueError`` when they are
+        wrong or their files do not load)."""
         self.registry = registry or ConfigRegistry(config or NamesrvConfig())
         self.config = self.registry.config
+        self.tls_settings = tls or TlsSettings.from_properties(self.config.tls_properties())
+        self.tls = TlsContextHolder(self.tls_settings)
+        self.http_tls: TlsContextHolder | None = None  # HTTPS when a certificate is set
+        if self.config.http_tls_cert_path:
+            self.http_tls = TlsContextHolder(
+                TlsSettings.for_https(
+                    self.config.http_tls_cert_path,
+                    self.config.http_tls_key_path,
+                    self.config.http_tls_key_password,
+                )
+            )
         self.host = host if host is not None else self.config.bind_address
         self.routes = RouteInfoManager()
         self.kv = KvConfigManager()
@@ -102,6 +117,7 @@ class NamesrvController:
             fast_path=self._route_fast_path,
             limits=server_limits(self.config),
             backlog=self.config.server_socket_backlog,
+            tls=self.tls,
         )
         self.port = 0
         self.journal: Journal | None = None
@@ -151,6 +167,7 @@ class NamesrvController:
         if self.config.http_port != 0:
             await self._start_http()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
+        log.info("%s", self.tls_settings.describe())
         self._timers = [
             asyncio.create_task(self._expiry_loop()),
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),

@@ -112,7 +112,7 @@ class Setting:
         if kind is Kind.ADDRESSES:
             return "empty, or host:port entries separated by ';'"
         if kind is Kind.PATH:
-            return "a file or directory path"
+            return "a file or directory path (empty where the key has no file by default)"
         return f"text of at most {_MAX_TEXT} characters without control characters"
 
     def parse(self, text: str) -> bool | int | str:
@@ -143,7 +143,7 @@ class Setting:
             if value == "" or all(_is_address(a) for a in value.split(";") if a.strip()):
                 return ";".join(a.strip() for a in value.split(";") if a.strip())
         elif kind is Kind.PATH:
-            if value and "\x00" not in value and len(value) <= _MAX_TEXT:
+            if "\x00" not in value and len(value) <= _MAX_TEXT:
                 return value
         elif len(value) <= _MAX_TEXT and value.isprintable():
             return value
@@ -297,6 +297,34 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("frameMaxLength", N, RESTART, False, "JVM property",
          "Largest frame accepted, in bytes (com.rocketmq.remoting.frameMaxLength).",
          minimum=MIB, maximum=1024 * MIB),
+    # TLS of the remoting port (JVM properties in Java; here -c file keys, or the file named
+    # by tls.config.file, whose values win as in Java)
+    _key("tls.server.mode", Kind.CHOICE, RESTART, False, "JVM property",
+         "TLS on the remoting port: disabled (plain only), permissive (both, by the first "
+         "byte), enforcing (TLS only).", choices=("disabled", "permissive", "enforcing")),
+    _key("tls.config.file", Kind.PATH, RESTART, False, "JVM property",
+         "A properties file with more tls.* keys (read only when set)."),
+    _key("tls.test.mode.enable", B, RESTART, False, "JVM property",
+         "Serve a self-signed certificate when none is configured (no authentication)."),
+    _key("tls.server.certPath", Kind.PATH, RESTART, False, "JVM property",
+         "PEM certificate chain of the remoting port; reloaded when the file changes."),
+    _key("tls.server.keyPath", Kind.PATH, RESTART, False, "JVM property",
+         "PEM private key (empty: in the certificate file); reloaded when it changes."),
+    _key("tls.server.keyPassword", Kind.SECRET, RESTART, False, "JVM property",
+         "Password of an encrypted private key; never reported."),
+    _key("tls.server.need.client.auth", Kind.CHOICE, RESTART, False, "JVM property",
+         "Client certificates: none, optional (checked when sent) or require.",
+         choices=("none", "optional", "require")),
+    _key("tls.server.trustCertPath", Kind.PATH, RESTART, False, "JVM property",
+         "PEM CA certificates that client certificates are checked against."),
+    _key("tls.server.authClient", B, NEVER, False, "JVM property",
+         "no effect: a client certificate that is sent is always checked"),
+    _key("httpTlsCertPath", Kind.PATH, RESTART, False, "pynamesrv",
+         "PEM certificate of the HTTP port (empty: plain HTTP); reloaded when it changes."),
+    _key("httpTlsKeyPath", Kind.PATH, RESTART, False, "pynamesrv",
+         "PEM private key of the HTTP port (empty: in the certificate file)."),
+    _key("httpTlsKeyPassword", Kind.SECRET, RESTART, False, "pynamesrv",
+         "Password of an encrypted HTTP key; never reported."),
     # pynamesrv's own: limits
     _key("maxConnections", N, RESTART, False, "pynamesrv",
          "Connections beyond this are closed as soon as they are accepted.",

@@ -1,14 +1,16 @@
 """The asyncio remoting client: requests matched to answers by opaque, oneway sends, timeouts.
 
 Used by the broker side (``pynamesrv.broker.client``), the admin CLI and the tests. One
-client is one TCP connection; requests may be in flight concurrently and answers may come
-back in any order.
+client is one TCP connection, plain or TLS (an ``ssl.SSLContext``, as Java clients connect
+with ``-Dtls.enable=true``); requests may be in flight concurrently and answers may come back
+in any order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from typing import Final
 
 from pynamesrv.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, FrameError, encode
@@ -57,27 +59,55 @@ class RemotingClient:
 
     @classmethod
     async def connect(
-        cls, host: str, port: int, *, timeout: float = DEFAULT_TIMEOUT_S
+        cls,
+        host: str,
+        port: int,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> RemotingClient:
+        """Connect (and complete the TLS handshake when ``ssl_context`` is given; the server's
+        certificate must name ``host`` unless the context skips hostname checks)."""
         client = cls(f"{host}:{port}")
         loop = asyncio.get_running_loop()
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: _ClientProtocol(client), host, port), timeout
+                loop.create_connection(
+                    lambda: _ClientProtocol(client), host, port, ssl=ssl_context
+                ),
+                timeout,
             )
         except TimeoutError as exc:
             raise RemotingTimeout(f"connect to {host}:{port} timed out") from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise RemotingError(
+                f"TLS handshake with {host}:{port} failed: certificate verify failed: "
+                f"{exc.verify_message}"
+            ) from exc
+        except ssl.SSLError as exc:
+            reason = exc.reason or exc.strerror or exc
+            raise RemotingError(f"TLS handshake with {host}:{port} failed: {reason}") from exc
         except OSError as exc:
-            raise RemotingError(f"connect to {host}:{port} failed: {exc.strerror or exc}") from exc
+            during = " during the TLS handshake" if ssl_context is not None else ""
+            why = exc.strerror or str(exc) or type(exc).__name__
+            raise RemotingError(f"connect to {host}:{port} failed{during}: {why}") from exc
         client.transport = transport  # type: ignore[assignment]
         return client
 
     @classmethod
-    async def connect_addr(cls, addr: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> RemotingClient:
+    async def connect_addr(
+        cls,
+        addr: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> RemotingClient:
         host, _, port = addr.rpartition(":")
         if not host or not port.isdigit():
             raise RemotingError(f"bad address {addr!r}: expected host:port")
-        return await cls.connect(host.strip("[]"), int(port), timeout=timeout)
+        return await cls.connect(
+            host.strip("[]"), int(port), timeout=timeout, ssl_context=ssl_context
+        )
 
     @property
     def is_open(self) -> bool:

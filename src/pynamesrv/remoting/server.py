@@ -14,6 +14,11 @@ every few seconds defeats the idle timeout, not this); the bytes of incomplete f
 connections hold together are capped by ``max_buffered_bytes``; connections beyond
 ``max_connections`` are closed at once. Each refusal is counted in ``refused`` by reason.
 
+TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
+(a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
+other byte means plain text; ``tls.server.mode`` says which of the two the port accepts. A
+plain connection pays one ``is None`` check per read for this, no more.
+
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
 can drop the brokers registered on it.
@@ -43,6 +48,7 @@ from pynamesrv.remoting.codec import (
 )
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
+from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +146,12 @@ class Connection(asyncio.Protocol):
         self._held = 0  # bytes counted in the server's buffered total
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
+        # What a read passes through before the decoder: the first read's sniffing, then
+        # nothing (plain text) or the TLS layer. Answers leave through ``_send``: the
+        # transport's own write, or encryption first.
+        self._inbound: Callable[[bytes], bytes] | None = self._first_read
+        self._send: Callable[[bytes], object] = _unconnected
+        self.tls: TlsSession | None = None
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}>"
@@ -172,11 +184,16 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(  # type: ignore[attr-defined]
             high=limits.write_high_water, low=limits.write_low_water
         )
+        self._send = transport.write  # type: ignore[attr-defined]
         server.connections.add(self)
         self._arm_timer()
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        if self._inbound is not None:  # the first read, or a TLS connection
+            data = self._inbound(data)
+            if not data:
+                return
         decoder = self.decoder
         if self._waiting is not None:  # arrived with the read that paused us: keep it
             self._queue(data)
@@ -307,10 +324,75 @@ class Connection(asyncio.Protocol):
         if self._waiting is None and not self._paused_for_writes and self.is_open:
             self.transport.resume_reading()  # type: ignore[union-attr]
 
-    def _send(self, data: bytes) -> None:
-        """Every byte to the peer goes through here."""
+    # TLS ---------------------------------------------------------------------------
+
+    def _first_read(self, data: bytes) -> bytes:
+        """Tell TLS from plain text by the first byte; refuse what the mode refuses."""
+        tls = self.server.tls
+        if data[0] != HANDSHAKE_RECORD:
+            if tls is not None and tls.mode is TlsMode.ENFORCING:
+                log.info("closing %s: plain text refused (tls.server.mode=enforcing)", self.peer)
+                self.close(ERROR)
+                return b""
+            self._inbound = None
+            return data
+        if tls is None or tls.mode is TlsMode.DISABLED:
+            log.info("closing %s: TLS handshake refused (tls.server.mode=disabled)", self.peer)
+            self.close(ERROR)
+            return b""
+        context = tls.context()
+        if context is None:
+            log.warning(
+                "closing %s: TLS handshake refused: no certificate configured "
+                "(set tls.server.certPath and tls.server.keyPath)",
+                self.peer,
+            )
+            self.close(ERROR)
+            return b""
+        self.tls = TlsSession(context)
+        self._inbound = self._receive_tls
+        self._send = self._send_tls
+        return self._receive_tls(data)
+
+    def _receive_tls(self, data: bytes) -> bytes:
+        tls = self.tls
+        if tls is None:  # closing
+            return b""
+        try:
+            plain = tls.receive(data)
+        except TlsError as exc:
+            self._flush_tls(tls)  # the alert that tells the peer why
+            log.info("closing %s: %s", self.peer, exc)
+            self.close(ERROR)
+            return b""
+        self._flush_tls(tls)
+        if tls.peer_closed:  # close_notify: answer what came before it, then close ours
+            asyncio.get_running_loop().call_soon(self.close, CLOSED)
+        return plain
+
+    def _flush_tls(self, tls: TlsSession) -> None:
+        records = tls.data_to_send()
+        if records and self.transport is not None:
+            self.transport.write(records)
+
+    def _send_tls(self, data: bytes) -> None:
+        tls = self.tls
+        if tls is None:  # closed: close_notify was the last record
+            return
+        try:
+            records = tls.encrypt(data)
+        except TlsError as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close(ERROR)
+            return
         if self.transport is not None:
-            self.transport.write(data)
+            self.transport.write(records)
+
+    def _flush_tls_close(self, tls: TlsSession) -> None:
+        self.tls = None  # nothing more is encrypted after close_notify
+        records = tls.close()
+        if records and self.transport is not None:
+            self.transport.write(records)
 
     def pause_writing(self) -> None:
         self._paused_for_writes = True
@@ -369,6 +451,8 @@ class Connection(asyncio.Protocol):
         """Close the connection; ``on_close`` then reports ``reason``."""
         self._close_reason = reason
         if self.transport is not None:
+            if self.tls is not None and not self.transport.is_closing():
+                self._flush_tls_close(self.tls)
             self.transport.close()
             self._account()  # what it held no longer counts
 
@@ -414,6 +498,10 @@ class Connection(asyncio.Protocol):
             self._arm_timer()
 
 
+def _unconnected(data: bytes) -> None:
+    """``Connection._send`` before the transport exists (nothing is sent before a read)."""
+
+
 class RemotingServer:
     """Listens on one TCP address and serves ``Connection``s."""
 
@@ -425,12 +513,14 @@ class RemotingServer:
         fast_path: FastPath | None = None,
         limits: ServerLimits | None = None,
         backlog: int = 1024,
+        tls: TlsContextHolder | None = None,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
         self.fast_path = fast_path
         self.limits = limits or ServerLimits()
         self.backlog = backlog
+        self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled
         self.connections: set[Connection] = set()
         self.buffered_bytes = 0  # incomplete frames held by all connections
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
