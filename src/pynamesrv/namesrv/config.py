@@ -40,6 +40,7 @@ JAVA_494_KEYS: Final = frozenset(
 # CVE-2023-37582 class). configBlackList entries are added at run time, as in 5.2.0+.
 ALWAYS_BLACKLISTED: Final = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
+    | {"aclFile", "aclRegistrationRequired", "aclReadRequired"}  # who may write: never remote
 )
 
 
@@ -93,6 +94,10 @@ class NamesrvConfig:
     journal_flush_interval_ms: int = 1000
     journal_snapshot_interval_ms: int = 600_000
     route_queries_window_ms: int = 60_000
+    # pynamesrv's own: authenticated admin writes (namesrv/acl.py; restart to change)
+    acl_file: str = ""  # plain_acl.yml-shaped accounts; "" = admin writes open (Java)
+    acl_registration_required: bool = False  # broker registration needs an account too
+    acl_read_required: bool = False  # every other request needs an account too
 
     # ---------------------------------------------------------------- key mapping
 
