@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from pynamesrv.namesrv.acl import AclFileError
 from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.kvconfig import KvConfigError
@@ -110,7 +111,10 @@ def serve(
         stream=sys.stderr,
     )
     install_event_loop_policy()
-    controller = NamesrvController(registry=registry)
+    try:
+        controller = NamesrvController(registry=registry)
+    except AclFileError as exc:
+        raise click.ClickException(str(exc)) from exc
     try:
         asyncio.run(_run(controller))
     except KvConfigError as exc:

@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import orjson
 
+from pynamesrv.namesrv import audit
+from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied, caller_address
 from pynamesrv.namesrv.config import ConfigError, ConfigRegistry, format_properties
 from pynamesrv.namesrv.events import Event
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
@@ -372,6 +374,7 @@ class DefaultRequestProcessor:
         persist_config: Callable[[], Awaitable[None]],
         stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        access: AccessControl | None = None,
     ) -> None:
         self.routes = routes
         self.kv = kv
@@ -382,6 +385,8 @@ class DefaultRequestProcessor:
         self.clock_ms = clock_ms
         self.started_ms = clock_ms()
         self.stats = stats
+        self.access = access  # None: no accounts file, admin writes open (Java's default)
+        self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -423,7 +428,7 @@ class DefaultRequestProcessor:
             )
         else:
             try:
-                answer = handler(request, channel)
+                answer = self._guarded(handler, request, channel)
             except RequestError as exc:
                 answer = self._error(request, exc)
             except Exception as exc:
@@ -439,9 +444,48 @@ class DefaultRequestProcessor:
     def _error(request: RemotingCommand, exc: RequestError) -> RemotingCommand:
         return RemotingCommand.response_to(request, exc.code, exc.remark, exc.ext_fields)
 
+    def _guarded(
+        self,
+        handler: Callable[[RemotingCommand, object], Answer],
+        request: RemotingCommand,
+        channel: object,
+    ) -> Answer:
+        """``handler``'s answer behind the access check (acl.py); an admin write is also
+        audited: its events name the caller, and one log line says what it changed."""
+        write = request.code in ADMIN_WRITE_CODES
+        if self.access is None and not write:
+            return handler(request, channel)
+        caller = caller_address(channel)
+        access_key = None
+        if self.access is not None:
+            try:
+                access_key = self.access.check(request, caller)
+            except AccessDenied as exc:
+                audit.denied(request, caller, exc.remark)
+                raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from exc
+        if not write:
+            return handler(request, channel)
+        self._write = record = audit.AdminWrite(request, caller, access_key)
+        try:
+            answer = handler(request, channel)
+        except RequestError as exc:
+            record.refused(exc.code, exc.remark)
+            raise
+        except Exception as exc:
+            record.refused(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._write = None
+        record.applied()
+        return answer
+
+    def _audited(self, events: list[Event]) -> list[Event]:
+        """Stamp the events of the admin write being handled with its caller."""
+        return self._write.stamp(events) if self._write is not None else events
+
     def _emit(self, events: list[Event]) -> None:
         if events:
-            self.on_events(events)
+            self.on_events(self._audited(events))
 
     def _ok(self, request: RemotingCommand, body: bytes = b"", **ext: str) -> RemotingCommand:
         return RemotingCommand.response_to(
@@ -709,6 +753,7 @@ class DefaultRequestProcessor:
         return self._ok(request)
 
     def _persist_kv(self, request: RemotingCommand, events: list[Event]) -> Answer:
+        events = self._audited(events)
         return self._persist_then_ok(request, self.persist_kv(self.kv.snapshot_bytes()), events)
 
     def get_kv_config(self, request: RemotingCommand, channel: object) -> Answer:
@@ -740,7 +785,7 @@ class DefaultRequestProcessor:
             events = self.registry.update(request.body)
         except ConfigError as exc:
             raise RequestError(exc.code, exc.remark) from exc
-        return self._persist_then_ok(request, self.persist_config(), events)
+        return self._persist_then_ok(request, self.persist_config(), self._audited(events))
 
     def get_config(self, request: RemotingCommand, channel: object) -> Answer:
         return self._ok(request, format_properties(self.registry.properties()))
