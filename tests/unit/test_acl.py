@@ -382,3 +382,10 @@ def test_peer_hosts_and_loopback() -> None:
     assert host_of("-") == "-"
     assert all(map(is_loopback_host, ["127.0.0.1", "::1", "localhost", "127.1.2.3"]))
     assert not any(map(is_loopback_host, ["0.0.0.0", "::", "", "10.0.0.1", "example.com"]))
+
+
+def test_deeply_nested_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deep.yml"
+    path.write_text("accounts: " + "[" * 50_000)
+    with pytest.raises(AclFileError, match="nested too deeply"):
+        load_accounts(path)

@@ -326,6 +326,8 @@ def _read_yaml(path: Path, what: str) -> Any:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise AclFileError(f"{what} {path}: not valid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise AclFileError(f"{what} {path}: nested too deeply") from exc
 
 
 def _key_text(value: Any, name: str, where: str) -> str:

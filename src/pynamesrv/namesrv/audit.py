@@ -6,11 +6,18 @@ every admin write (the codes in ``acl.ADMIN_WRITE_CODES``) logs one line on the
 request code, the caller's address, the verified access key (``-`` when none) and what
 changed; its journal events carry ``caller`` and ``access_key``. Part of the processor's
 job, kept apart so the processor only marks where a write starts and ends.
+
+Applied writes are always logged: the trail of changes must be complete. Refusals are what
+an unauthenticated peer can produce at wire speed, so their lines are limited to
+``MAX_REFUSAL_LINES`` a second; the next refusal after that second says how many were
+left out.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -30,6 +37,7 @@ log = logging.getLogger("pynamesrv.audit")
 
 AUDITED_EVENTS: Final = (KvChanged, ConfigChanged, PermChanged, TopicRemoved, TopicQueuesChanged)
 _MAX_CHANGES_SHOWN: Final = 20
+MAX_REFUSAL_LINES: Final = 20  # a second
 
 
 def code_name(code: int) -> str:
@@ -51,23 +59,59 @@ def _who(request: RemotingCommand, caller: str, access_key: str | None) -> str:
     return f"{code_name(request.code)} by {shown(caller)} accessKey={key}"
 
 
-def denied(request: RemotingCommand, caller: str, remark: str) -> None:
-    """A request the access check refused (any code that needed an account)."""
-    claimed = (request.ext_fields or {}).get("AccessKey")
-    key = "-" if not claimed else f"{shown(claimed)}(unverified)"
-    log.warning(
-        "denied %s by %s accessKey=%s: %s",
-        code_name(request.code),
-        shown(caller),
-        key,
-        remark,
-    )
+class Auditor:
+    """The audit log of one name server: admin writes, refusals, denials."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._window = -1.0  # start of the current one-second window of refusal lines
+        self._lines = 0  # refusal lines logged in it
+        self._left_out = 0  # refusal lines not logged in it
+
+    def write(self, request: RemotingCommand, caller: str, access_key: str | None) -> AdminWrite:
+        """Start auditing one admin write (the caller checked its access already)."""
+        return AdminWrite(self, request, caller, access_key)
+
+    def denied(self, request: RemotingCommand, caller: str, remark: str) -> None:
+        """A request the access check refused (any code that needed an account)."""
+        if not self._may_log_refusal():
+            return
+        claimed = (request.ext_fields or {}).get("AccessKey")
+        key = "-" if not claimed else f"{shown(claimed)}(unverified)"
+        log.warning(
+            "denied %s by %s accessKey=%s: %s", code_name(request.code), shown(caller), key, remark
+        )
+
+    def refused(self, write: AdminWrite, code: int, remark: str | None) -> None:
+        if self._may_log_refusal():
+            log.warning(
+                "admin write %s: refused, %s: %s",
+                _who(write.request, write.caller, write.access_key),
+                _answer_name(code),
+                shown(remark or "", 200),
+            )
+
+    def _may_log_refusal(self) -> bool:
+        now = self.clock()
+        if now - self._window >= 1.0:
+            if self._left_out:
+                log.warning(
+                    "%d more denied or refused requests in the last second were not logged",
+                    self._left_out,
+                )
+            self._window, self._lines, self._left_out = now, 0, 0
+        if self._lines < MAX_REFUSAL_LINES:
+            self._lines += 1
+            return True
+        self._left_out += 1
+        return False
 
 
 @dataclass(slots=True)
 class AdminWrite:
     """One admin write in progress: stamps its events, then logs its line."""
 
+    auditor: Auditor
     request: RemotingCommand
     caller: str
     access_key: str | None
@@ -90,12 +134,7 @@ class AdminWrite:
         )
 
     def refused(self, code: int, remark: str | None) -> None:
-        log.warning(
-            "admin write %s: refused, %s: %s",
-            _who(self.request, self.caller, self.access_key),
-            _answer_name(code),
-            shown(remark or "", 200),
-        )
+        self.auditor.refused(self, code, remark)
 
 
 def describe(request: RemotingCommand, events: list[Event]) -> str:

@@ -386,6 +386,7 @@ class DefaultRequestProcessor:
         self.started_ms = clock_ms()
         self.stats = stats
         self.access = access  # None: no accounts file, admin writes open (Java's default)
+        self.auditor = audit.Auditor()
         self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
@@ -461,11 +462,11 @@ class DefaultRequestProcessor:
             try:
                 access_key = self.access.check(request, caller)
             except AccessDenied as exc:
-                audit.denied(request, caller, exc.remark)
+                self.auditor.denied(request, caller, exc.remark)
                 raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from exc
         if not write:
             return handler(request, channel)
-        self._write = record = audit.AdminWrite(request, caller, access_key)
+        self._write = record = self.auditor.write(request, caller, access_key)
         try:
             answer = handler(request, channel)
         except RequestError as exc:
