@@ -14,7 +14,6 @@ the admin CLI and the broker client sign with it without importing the server.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,13 +53,15 @@ def signed_content(
     """
     skip = {SIGNATURE, *leave_out}
     fields = ext_fields or {}
-    text = "".join(fields[key] for key in sorted(fields, key=_java_order) if key not in skip)
+    # Code-point order is Java's order unless a key holds characters beyond U+FFFF.
+    keys = sorted(fields) if all(k.isascii() for k in fields) else sorted(fields, key=_java_order)
+    text = "".join(fields[key] for key in keys if key not in skip)
     return text.encode("utf-8", "replace") + (body or b"")
 
 
 def signature(content: bytes, secret_key: str) -> str:
     """base64(HmacSHA1(secret, content)), Java's AclSigner.calSignature."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    digest = hmac.digest(secret_key.encode("utf-8"), content, "sha1")
     return base64.b64encode(digest).decode("ascii")
 
 
