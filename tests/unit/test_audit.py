@@ -101,3 +101,18 @@ def test_refusal_lines_are_limited_per_second(caplog: pytest.LogCaptureFixture) 
         "No acl config for intruder"
     )
     assert all("\n" not in line for line in lines)
+
+
+def test_journal_tail_shows_who_made_an_admin_write() -> None:
+    from pynamesrv.cli.journal import render
+
+    base = {"ts": 1_795_000_000_000, "ns": "h:1", "type": "perm_changed",
+            "broker_name": "broker-a", "op": "wipe", "topic_count": 3}  # fmt: skip
+    stamped = {**base, "caller": "10.0.0.7:5000", "access_key": "rocketmq2"}
+    assert render(stamped).plain.endswith(
+        "broker-a wipe topics=3 by 10.0.0.7:5000 accessKey=rocketmq2"
+    )
+    assert render({**base, "caller": "10.0.0.7:5000", "access_key": None}).plain.endswith(
+        "topics=3 by 10.0.0.7:5000"
+    )
+    assert render(base).plain.endswith("broker-a wipe topics=3")  # older journals
