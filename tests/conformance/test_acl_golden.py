@@ -10,6 +10,7 @@ signed writes must behave exactly as recorded, the unsigned ones must be refused
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -18,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from pynamesrv.namesrv.acl import UNSIGNED_ZONE_FIELDS, AccessControl, AccessDenied, Need
+from pynamesrv.namesrv.acl import (
+    ADMIN_WRITE_CODES,
+    UNSIGNED_ZONE_FIELDS,
+    AccessControl,
+    AccessDenied,
+    Need,
+)
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.events import Event
@@ -261,3 +268,45 @@ async def test_admin_scenario_replays_with_signed_writes_required(
     assert {"KvChanged", "ConfigChanged", "PermChanged", "TopicRemoved"} <= kinds
     assert {e.access_key for e in audited} == {"rocketmq2"}  # type: ignore[attr-defined]
     assert all(e.caller.startswith("127.0.0.1:") for e in audited)  # type: ignore[attr-defined]
+
+
+async def answers_to(port: int, frames: list[Frame]) -> list[tuple[int, str | None]]:
+    """Send each recorded frame verbatim on its own connection (as mqadmin did); the
+    (code, remark) of each answer."""
+    out = []
+    for frame in frames:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(frame.raw)
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readexactly(4), 5)
+            rest = await asyncio.wait_for(reader.readexactly(int.from_bytes(head, "big")), 5)
+        finally:
+            writer.close()
+        answer = decoded(head + rest)
+        out.append((answer.code, answer.remark))
+    return out
+
+
+async def test_5x_signed_writes_answer_as_on_an_open_server(
+    tmp_path: Path, start_namesrv: Any
+) -> None:
+    """mqadmin 5.2.0's signed writes get the same answers and make the same changes with
+    the stock account required as on a server that checks nothing."""
+    scenario = load_scenario("register-admin", shared_dir() / "golden-5x")
+    writes = [f for f in scenario.frames if f.is_request and f.code in ADMIN_WRITE_CODES]
+    assert [f.code for f in writes] == [318, 318, 318, 205, 327, 100, 102, 216]
+    accounts = tmp_path / "plain_acl.yml"
+    accounts.write_text(STOCK_ACCOUNTS)
+    accounts.chmod(0o600)
+    checked = await start_namesrv(aclFile=str(accounts))
+    open_ = await start_namesrv()
+    got = await answers_to(checked.port, writes)
+    assert got == await answers_to(open_.port, writes)
+    # The only refusals are the config handler's own (no ACL remark among them).
+    assert [remark for code, remark in got if code != 0] == [
+        "Can not update unknown config: supportActingMaster",
+        "Can not update config in black list.",
+    ]
+    assert checked.config.product_env_name == open_.config.product_env_name == "golden5"
+    assert checked.kv.table == open_.kv.table
