@@ -118,10 +118,13 @@ class _Alternative:
     parts: tuple[tuple[tuple[int, int], ...], ...]
 
     def matches(self, groups: tuple[int, ...]) -> bool:
-        return all(
-            any(lo <= value <= hi for lo, hi in ranges)
-            for value, ranges in zip(groups, self.parts, strict=True)
-        )
+        for value, ranges in zip(groups, self.parts, strict=True):
+            for lo, hi in ranges:
+                if lo <= value <= hi:
+                    break
+            else:
+                return False
+        return True
 
 
 _ANY_TEXTS: Final = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
@@ -247,6 +250,10 @@ def _number(text: str, base: int, top: int) -> int:
 
 def _address_groups(host: str) -> tuple[int, tuple[int, ...]] | None:
     """(4, bytes) or (6, groups) of a caller address; an IPv4-mapped IPv6 address is IPv4."""
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isdigit() and len(p) <= 3 for p in parts):  # the usual case
+        values = tuple(int(p) for p in parts)
+        return (4, values) if max(values) <= 255 else None
     try:
         address = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
     except ValueError:
