@@ -92,7 +92,7 @@ def broker(
 
 
 async def test_status_page_shows_brokers_and_a_searched_route(
-    namesrv: NamesrvController, browser_page: Any
+    namesrv: NamesrvController, browser_page: Any, start_namesrv: Any, tmp_path: Path
 ) -> None:
     page = browser_page
     running = getattr(namesrv, "http", None)
@@ -119,6 +119,11 @@ async def test_status_page_shows_brokers_and_a_searched_route(
                          "127.0.0.1:10921", "master", "live"):  # fmt: skip
             assert expected in cluster_text, cluster_text
         assert await page.locator("#ready").inner_text() == "ready"
+        # No accounts file: anyone who reaches the port may write, and the header says so.
+        writes = page.locator("#writes")
+        assert await writes.inner_text() == "admin writes: open"
+        assert "bad" in (await writes.get_attribute("class") or "")
+        assert "set aclFile" in (await writes.get_attribute("title") or "")
 
         # Typing a topic's name filters the list and shows its route.
         await page.locator("#search").press_sequentially("OrderEvents", delay=20)
@@ -152,6 +157,23 @@ async def test_status_page_shows_brokers_and_a_searched_route(
         SCREENSHOT.parent.mkdir(exist_ok=True)
         await page.screenshot(path=str(SCREENSHOT), full_page=True)
         assert SCREENSHOT.stat().st_size > 10_000
+
+        # With an accounts file the same place says writes must be signed.
+        accounts = tmp_path / "plain_acl.yml"
+        accounts.write_text(
+            "accounts:\n  - {accessKey: rocketmq2, secretKey: 12345678, admin: true}\n"
+        )
+        accounts.chmod(0o600)
+        secured = await start_namesrv(aclFile=str(accounts))
+        secured_http = HttpServer(secured)
+        await secured_http.start("127.0.0.1", 0)
+        try:
+            await page.goto(f"http://127.0.0.1:{secured_http.port}/")
+            await page.locator("#writes", has_text="admin writes: signed").wait_for()
+            assert "ok" in (await writes.get_attribute("class") or "")
+            assert "1 admin of 1 accounts" in (await writes.get_attribute("title") or "")
+        finally:
+            await secured_http.stop()
     finally:
         for client in [*brokers, late]:
             await client.stop()

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pynamesrv.cli.pipeline import parse_time, pipeline
+from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.timetravel import route_digest, routes_at, table_digest
 from pynamesrv.remoting import fastjson
 
@@ -209,3 +210,27 @@ def test_replay_follows_admin_changes_of_topic_queues() -> None:
     journal(routes.delete_topic("Admin", "C1"))
     assert [r["type"] for r in rows].count("topic_queues_changed") == 3
     assert replay(rows).routes() == RouteTable.from_snapshot(routes.snapshot()).routes()
+
+
+def test_admin_events_naming_their_caller_read_as_before(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Admin-write events gained ``caller`` and ``access_key`` (audit trail): readers that
+    predate them must rebuild the same routes from journals that carry them."""
+    events = [
+        started(0),
+        snapshot(0, {"T": [("bA", 4, 4, 6)], "U": [("bA", 1, 1, 6)]}, brokers=[("C", "bA", 0, A1)]),
+        perm_changed(30, "bA", "wipe", count=2),
+        topic_removed(40, "U", reason="deleted"),
+    ]
+    audit = {"caller": "10.9.9.9:50000", "access_key": "rocketmq2"}
+    plain, stamped = tmp_path / "plain", tmp_path / "stamped"
+    write_journal(plain, "r:1", events)
+    write_journal(stamped, "r:1", [e | audit if "topic_count" in e or "reason" in e else e
+                                   for e in events])  # fmt: skip
+    assert '"access_key":"rocketmq2"' in next(stamped.rglob("events-*.jsonl")).read_text()
+    assert read_journal(spark, [str(stamped)]).count() == len(events)
+    for t in (20, 35, 45):
+        rebuilt = routes_at(spark, [str(stamped)], ms(t))
+        assert rebuilt == routes_at(spark, [str(plain)], ms(t))
+        assert rebuilt["r:1"]["T"]["queueDatas"][0]["perm"] == (6 if t < 30 else 4)

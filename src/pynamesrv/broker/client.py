@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
 from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
@@ -57,6 +58,9 @@ class BrokerClient:
     data_version: DataVersion = field(
         default_factory=lambda: DataVersion(timestamp=time.time_ns() // 1_000_000, counter=0)
     )
+    # Sign registrations as a Java broker's AclClientRPCHook does (name servers with
+    # aclRegistrationRequired refuse unsigned ones).
+    credentials: Credentials | None = None
     _clients: dict[str, RemotingClient] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
     last_outcomes: list[RegisterOutcome] = field(default_factory=list)
@@ -129,9 +133,14 @@ class BrokerClient:
         )
         if self.heartbeat_timeout_ms is not None:
             ext["heartbeatTimeoutMillis"] = str(self.heartbeat_timeout_ms)
-        return RemotingCommand(
-            code=RequestCode.REGISTER_BROKER, version=self.version, ext_fields=ext, body=body
+        return self._signed(
+            RemotingCommand(
+                code=RequestCode.REGISTER_BROKER, version=self.version, ext_fields=ext, body=body
+            )
         )
+
+    def _signed(self, request: RemotingCommand) -> RemotingCommand:
+        return request if self.credentials is None else sign(request, self.credentials)
 
     async def register_all(self) -> list[RegisterOutcome]:
         """Register with every name server concurrently (one slow server delays no other)."""
@@ -177,8 +186,10 @@ class BrokerClient:
         )
 
     async def _unregister(self, addr: str) -> None:
-        request = RemotingCommand(
-            code=RequestCode.UNREGISTER_BROKER, version=self.version, ext_fields=self._header()
+        request = self._signed(
+            RemotingCommand(
+                code=RequestCode.UNREGISTER_BROKER, version=self.version, ext_fields=self._header()
+            )
         )
         try:
             client = await self._client(addr)

@@ -21,6 +21,7 @@ import os
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import click
@@ -30,7 +31,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pynamesrv.namesrv.acl import AclFileError, load_tools_yml
 from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError, RemotingTimeout
 from pynamesrv.remoting.codes import Perm, RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
@@ -119,6 +122,7 @@ class Options:
     timeout: float
     json: bool
     tls: ssl.SSLContext | None = None
+    credentials: Credentials | None = None  # sign every request (RocketMQ ACL) when set
 
 
 @dataclass(slots=True, frozen=True)
@@ -163,6 +167,7 @@ class _GroupOptions:
     timeout: float | None
     json: bool
     tls: TlsOptions = field(default_factory=TlsOptions)
+    credentials: Credentials | None = None
 
 
 def parse_addrs(text: str) -> list[str]:
@@ -198,7 +203,25 @@ def _resolve(
         timeout=timeout or group.timeout or DEFAULT_TIMEOUT_S,
         json=json_out or group.json,
         tls=tls.merged(group.tls).context(),
+        credentials=group.credentials,
     )
+
+
+def _credentials(
+    access_key: str | None, secret_key: str | None, tools_yml: Path | None
+) -> Credentials | None:
+    """The keys to sign with: --access-key/--secret-key (or their environment variables),
+    else mqadmin's tools.yml; None signs nothing."""
+    if access_key or secret_key:
+        if not (access_key and secret_key):
+            raise click.UsageError("give both --access-key and --secret-key (or neither)")
+        return Credentials(access_key, secret_key)
+    if tools_yml is None:
+        return None
+    try:
+        return load_tools_yml(tools_yml)
+    except AclFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--tools-yml'") from exc
 
 
 _TIMEOUT_TYPE = click.FloatRange(min=0, min_open=True)
@@ -267,15 +290,40 @@ _SUBCOMMAND_EPILOG: Final = (
 @click.option("--timeout", type=_TIMEOUT_TYPE, default=None, help=_TIMEOUT_HELP)
 @click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)
 @_tls_options
+@click.option(
+    "--access-key",
+    envvar="ROCKETMQ_ACCESS_KEY",
+    help="Sign requests with this RocketMQ ACL access key ($ROCKETMQ_ACCESS_KEY).",
+)
+@click.option(
+    "--secret-key",
+    envvar="ROCKETMQ_SECRET_KEY",
+    help="Its secret key; prefer $ROCKETMQ_SECRET_KEY or --tools-yml (a flag shows in ps).",
+)
+@click.option(
+    "--tools-yml",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Sign with the accessKey/secretKey of mqadmin's conf/tools.yml.",
+)
 @click.pass_context
 def admin(
-    ctx: click.Context, namesrv: str | None, timeout: float | None, json_out: bool, **tls: Any
+    ctx: click.Context,
+    namesrv: str | None,
+    timeout: float | None,
+    json_out: bool,
+    access_key: str | None,
+    secret_key: str | None,
+    tools_yml: Path | None,
+    **tls: Any,
 ) -> None:
     """Administer name servers (an mqadmin-compatible subset, plus diff).
 
-    Global options may also be given after the subcommand, as with mqadmin.
+    Global options may also be given after the subcommand, as with mqadmin. With
+    credentials every request is signed as mqadmin signs it (a name server with an
+    accounts file needs an admin account's signature on writes).
     """
-    ctx.obj = _GroupOptions(namesrv, timeout, json_out, _tls_of(tls))
+    credentials = _credentials(access_key, secret_key, tools_yml)
+    ctx.obj = _GroupOptions(namesrv, timeout, json_out, _tls_of(tls), credentials)
 
 
 def _admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
@@ -357,6 +405,8 @@ class Session:
             ext_fields=ext_fields,
             body=body,
         )
+        if self.opts.credentials is not None:
+            sign(command, self.opts.credentials)
         try:
             answer = await client.request(command, timeout=self.opts.timeout)
         except RemotingTimeout as exc:

@@ -76,6 +76,10 @@ def render(record: dict[str, Any]) -> Text:
     line = Text(f"{when} {record.get('ns')} ")
     line.append(f"{kind:<17}", style=_STYLES.get(kind, "dim"))
     line.append(" " + describe(record))
+    caller = record.get("caller")
+    if caller:  # an admin write: who made it (audit trail)
+        key = record.get("access_key")
+        line.append(f" by {caller}" + (f" accessKey={key}" if key else ""), style="dim")
     return line
 
 

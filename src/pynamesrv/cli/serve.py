@@ -119,7 +119,7 @@ def serve(
     install_event_loop_policy()
     try:
         controller = NamesrvController(registry=registry)
-    except ValueError as exc:  # TLS files that do not load, tls.config.file's values
+    except ValueError as exc:  # TLS files or the accounts file that do not load
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     try:

@@ -12,6 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamesrv import __version__
+from pynamesrv.namesrv.acl import open_status
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG
 from pynamesrv.remoting.codes import MASTER_ID, Perm
 
@@ -43,6 +44,7 @@ def status_view(ctrl: NamesrvController, now_ms: int, ready: bool) -> dict[str, 
     """Headline numbers for the status page."""
     routes = ctrl.routes
     journal = getattr(ctrl, "journal", None)
+    access = getattr(ctrl, "access", None)
     return {
         "version": __version__,
         "listenAddr": f"{_bracket(ctrl.host)}:{ctrl.port}",
@@ -59,6 +61,8 @@ def status_view(ctrl: NamesrvController, now_ms: int, ready: bool) -> dict[str, 
             "miss": ctrl.stats.route_query_misses,
         },
         "journalLagS": float(journal.lag_seconds()) if journal is not None else None,
+        # "open" (anyone may write, Java's default) or "authenticated" (aclFile is set)
+        "access": access.status() if access is not None else open_status(),
     }
 
 

@@ -141,6 +141,10 @@ class NamesrvConfig:
     journal_retention_hours: int = 168
     journal_max_bytes: int = 10 * 1024**3
     route_queries_window_ms: int = 60_000
+    # pynamesrv's own: authenticated admin writes (namesrv/acl.py)
+    acl_file: str = ""
+    acl_registration_required: bool = False
+    acl_read_required: bool = False
 
     def get(self, key: str) -> Any:
         return getattr(self, setting(key).attr)

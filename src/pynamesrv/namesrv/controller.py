@@ -20,6 +20,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Final
 
 from pynamesrv import __version__
+from pynamesrv.namesrv.acl import AccessControl, is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import (
     BrokerRegistered,
@@ -99,6 +100,9 @@ class NamesrvController:
         self.routes = RouteInfoManager()
         self.kv = KvConfigManager()
         self.stats = NamesrvStats()
+        # Raises AclFileError (one line) on a bad accounts file: better not to start than to
+        # serve with admin writes open that the operator meant to close.
+        self.access = AccessControl.from_config(self.config)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="namesrv-persist")
         self.processor = DefaultRequestProcessor(
             self.routes,
@@ -109,12 +113,15 @@ class NamesrvController:
             stats=self.stats,
             clock_ms=now_ms,
             max_inflated=4 * self.config.frame_max_length,
+            access=self.access,
         )
         self._route_fast_path = RouteQueryFastPath(self.processor)
+        reads_checked = self.access is not None and self.access.read_required
         self.server = RemotingServer(
             self._handle,
             on_close=self._on_connection_closed,
-            fast_path=self._route_fast_path,
+            # The fast path answers route queries unread: not when each must be signed.
+            fast_path=None if reads_checked else self._route_fast_path,
             limits=server_limits(self.config),
             backlog=self.config.server_socket_backlog,
             tls=self.tls,
@@ -168,12 +175,34 @@ class NamesrvController:
             await self._start_http()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
+        self._log_access(host)
         self._timers = [
             asyncio.create_task(self._expiry_loop()),
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
         ]
         if self.config.journal_enable:
             await self._start_journal()
+
+    def _log_access(self, host: str) -> None:
+        """Say how admin writes are guarded; warn when anyone on the network may make them."""
+        if self.access is not None:
+            status = self.access.status()
+            log.info(
+                "admin writes need a signature of an admin account (aclFile %s: %d accounts, "
+                "%d admin); registration %s, reads %s",
+                status["aclFile"],
+                status["accounts"],
+                status["admins"],
+                "signed" if status["registrationAuth"] else "open",
+                "signed" if status["readAuth"] else "open",
+            )
+        elif not is_loopback_host(host):
+            log.warning(
+                "admin writes are open: anyone who reaches %s:%d may change the config, KV "
+                "store and topic permissions; set aclFile to require signed requests",
+                host,
+                self.port,
+            )
 
     async def _start_journal(self) -> None:
         root = Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")

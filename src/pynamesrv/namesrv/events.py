@@ -74,6 +74,8 @@ class TopicRemoved(Event):
     TYPE: ClassVar[str] = "topic_removed"
     topic: str
     reason: str
+    caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
+    access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
 @dataclass(slots=True)
@@ -87,6 +89,8 @@ class TopicQueuesChanged(Event):
     topic: str
     reason: str  # "registered" or "deleted_in_cluster"
     queues: list[dict[str, Any]]
+    caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
+    access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
 @dataclass(slots=True)
@@ -95,6 +99,8 @@ class PermChanged(Event):
     broker_name: str
     op: str
     topic_count: int
+    caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
+    access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
 @dataclass(slots=True)
@@ -103,6 +109,8 @@ class KvChanged(Event):
     namespace: str
     key: str
     op: str
+    caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
+    access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
 @dataclass(slots=True)
@@ -110,6 +118,8 @@ class ConfigChanged(Event):
     TYPE: ClassVar[str] = "config_changed"
     key: str
     value: str
+    caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
+    access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
 class RemovalReason:

@@ -10,6 +10,7 @@ answers, so an acknowledged write is on disk.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import struct
@@ -26,6 +27,8 @@ from typing import Any, Final
 
 import orjson
 
+from pynamesrv.namesrv import audit
+from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied, caller_address
 from pynamesrv.namesrv.config import (
     ConfigRegistry,
     ConfigUpdateRefused,
@@ -424,6 +427,7 @@ class DefaultRequestProcessor:
         stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         max_inflated: int = 4 * 16 * 1024 * 1024,
+        access: AccessControl | None = None,
     ) -> None:
         self.routes = routes
         self.kv = kv
@@ -437,6 +441,9 @@ class DefaultRequestProcessor:
         # Persisted changes (KV and config) one at a time, in arrival order: each is planned
         # from the state the previous one left, written, then applied.
         self._write_lock = asyncio.Lock()
+        self.access = access  # None: no accounts file, admin writes open (Java's default)
+        self.auditor = audit.Auditor()
+        self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -478,7 +485,7 @@ class DefaultRequestProcessor:
             )
         else:
             try:
-                answer = handler(request, channel)
+                answer = self._guarded(handler, request, channel)
             except RequestError as exc:
                 answer = self._error(request, exc)
             except Exception as exc:
@@ -494,9 +501,61 @@ class DefaultRequestProcessor:
     def _error(request: RemotingCommand, exc: RequestError) -> RemotingCommand:
         return RemotingCommand.response_to(request, exc.code, exc.remark, exc.ext_fields)
 
+    def _guarded(
+        self,
+        handler: Callable[[RemotingCommand, object], Answer],
+        request: RemotingCommand,
+        channel: object,
+    ) -> Answer:
+        """``handler``'s answer behind the access check (acl.py); an admin write is also
+        audited: its events name the caller, and one log line says what it changed."""
+        write = request.code in ADMIN_WRITE_CODES
+        if self.access is None and not write:
+            return handler(request, channel)
+        caller = caller_address(channel)
+        access_key = None
+        if self.access is not None:
+            try:
+                access_key = self.access.check(request, caller)
+            except AccessDenied as exc:
+                self.auditor.denied(request, caller, exc.remark)
+                raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from exc
+        if not write:
+            return handler(request, channel)
+        self._write = record = self.auditor.write(request, caller, access_key)
+        try:
+            answer = handler(request, channel)
+        except RequestError as exc:
+            record.refused(exc.code, exc.remark)
+            raise
+        except Exception as exc:
+            record.refused(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._write = None
+        if inspect.isawaitable(answer):  # a persisted change: audited once it is on disk
+            return self._audit_when_done(answer, record)
+        record.applied()
+        return answer
+
+    @staticmethod
+    async def _audit_when_done(
+        answer: Awaitable[RemotingCommand], record: audit.AdminWrite
+    ) -> RemotingCommand:
+        command = await answer
+        if command.code == ResponseCode.SUCCESS:
+            record.applied()
+        else:
+            record.refused(command.code, command.remark)
+        return command
+
+    def _audited(self, events: list[Event]) -> list[Event]:
+        """Stamp the events of the admin write being handled with its caller."""
+        return self._write.stamp(events) if self._write is not None else events
+
     def _emit(self, events: list[Event]) -> None:
         if events:
-            self.on_events(events)
+            self.on_events(self._audited(events))
 
     def _ok(self, request: RemotingCommand, body: bytes = b"", **ext: str) -> RemotingCommand:
         return RemotingCommand.response_to(
@@ -769,8 +828,16 @@ class DefaultRequestProcessor:
         path = Path(self.registry.config.kv_config_path)
         return _Write(path, change.file_bytes, lambda: self.kv.apply(change))
 
-    async def _persisted(
+    def _persisted(
         self, request: RemotingCommand, plan: Callable[[], _Write | None]
+    ) -> Awaitable[RemotingCommand]:
+        return self._persist(request, plan, self._write)
+
+    async def _persist(
+        self,
+        request: RemotingCommand,
+        plan: Callable[[], _Write | None],
+        audited: audit.AdminWrite | None,
     ) -> RemotingCommand:
         """A change that must be on disk before it is live and acknowledged: planned from
         the current state (``plan`` raises ``RequestError`` to refuse it, returns None when
@@ -791,7 +858,11 @@ class DefaultRequestProcessor:
                 return RemotingCommand.response_to(
                     request, ResponseCode.SYSTEM_ERROR, f"persist failed: {exc.strerror or exc}"
                 )
-            self._emit(write.apply())
+            events = write.apply()
+            if audited is not None:
+                audited.stamp(events)
+            if events:
+                self.on_events(events)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, write.remark)
 
     def get_kv_config(self, request: RemotingCommand, channel: object) -> Answer:

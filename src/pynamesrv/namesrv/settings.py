@@ -325,6 +325,14 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "PEM private key of the HTTP port (empty: in the certificate file)."),
     _key("httpTlsKeyPassword", Kind.SECRET, RESTART, False, "pynamesrv",
          "Password of an encrypted HTTP key; never reported."),
+    # pynamesrv's own: authenticated requests (docs/access-control.md)
+    _key("aclFile", Kind.PATH, RESTART, False, "pynamesrv",
+         "Accounts in plain_acl.yml's shape; when set, admin writes need an admin account's "
+         "signature (empty: admin writes open, as in Java)."),
+    _key("aclRegistrationRequired", B, RESTART, False, "pynamesrv",
+         "Broker registration, unregistration and heartbeats need an account's signature."),
+    _key("aclReadRequired", B, RESTART, False, "pynamesrv",
+         "Every other request needs an account's signature too."),
     # pynamesrv's own: limits
     _key("maxConnections", N, RESTART, False, "pynamesrv",
          "Connections beyond this are closed as soon as they are accepted.",

@@ -1,0 +1,585 @@
+"""Authenticated admin writes: the accounts file, address patterns and the access decision.
+
+Java's NameServer checks nothing: anyone who reaches port 9876 may rewrite its config, KV
+store and topic permissions (CVE-2023-33246 / CVE-2023-37582). Here, once ``aclFile`` names
+an accounts file in RocketMQ's ``plain_acl.yml`` shape, every admin write must carry a valid
+RocketMQ ACL signature (``pynamesrv.remoting.acl_sign``) from an ``admin: true`` account, so
+mqadmin keeps working with the keys in its ``conf/tools.yml``. Broker registration and reads
+can be made to need a valid account too (``aclRegistrationRequired``, ``aclReadRequired``).
+
+Two deliberate differences from the broker's PlainAccessValidator, both stricter:
+- ``whiteRemoteAddress`` *restricts* an account to the addresses it matches; in Java a match
+  *skips* the signature check. An address is not a credential.
+- ``globalWhiteRemoteAddresses`` (Java: anyone from there may do anything) is ignored with a
+  warning.
+
+Not one of Java's name-server parts (the NameServer has no ACL); the broker's
+PlainPermissionManager is the counterpart. Pure apart from reading the one file: no
+sockets; the clock is passed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.remoting.acl_sign import (
+    ACCESS_KEY,
+    SIGNATURE,
+    Credentials,
+    signature,
+    signature_matches,
+    signed_content,
+)
+from pynamesrv.remoting.codes import RequestCode
+from pynamesrv.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+# Every request that changes what the name server answers, other than a broker's own
+# registration: these need an admin account whenever an accounts file is configured.
+ADMIN_WRITE_CODES: Final = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+    }
+)
+# What a broker sends about itself: checked only with aclRegistrationRequired.
+REGISTRATION_CODES: Final = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.BROKER_HEARTBEAT,
+        RequestCode.QUERY_DATA_VERSION,
+    }
+)
+# 5.x clients in zone mode add these to route queries after signing (ZoneRouteRPCHook is
+# not covered by the signature); a verifier may leave them out. They only filter a route.
+UNSIGNED_ZONE_FIELDS: Final = ("__ZONE_NAME", "__ZONE_MODE")
+MIN_KEY_LENGTH: Final = 7  # AclConstants: accessKey/secretKey "length should longer than 6"
+MAX_FILE_BYTES: Final = 1024 * 1024
+RELOAD_CHECK_S: Final = 1.0  # how often the file's metadata is looked at, at most
+_SHOWN_MAX: Final = 64
+
+
+class AclFileError(ValueError):
+    """An accounts file, tools.yml or ACL setting that cannot be used (one-line message)."""
+
+
+class AccessDenied(Exception):
+    """A request the access check refuses; ``remark`` is the NO_PERMISSION answer's text."""
+
+    def __init__(self, remark: str) -> None:
+        super().__init__(remark)
+        self.remark = remark
+
+
+class Need(Enum):
+    """What a request must prove: a valid signature of any account, or of an admin one."""
+
+    ACCOUNT = "account"
+    ADMIN = "admin"
+
+
+def shown(text: object, limit: int = _SHOWN_MAX) -> str:
+    """A peer-supplied value fit for one log line or remark: escaped, truncated."""
+    value = str(text)
+    if value.isprintable() and len(value) <= limit:
+        return value
+    escaped = value[:limit].encode("unicode_escape").decode("ascii")
+    return escaped + ("..." if len(value) > limit else "")
+
+
+# --------------------------------------------------------------------------- addresses
+
+
+@dataclass(frozen=True, slots=True)
+class _Alternative:
+    """One address pattern: per byte (IPv4) or per 16-bit group (IPv6), allowed ranges."""
+
+    version: int
+    parts: tuple[tuple[tuple[int, int], ...], ...]
+
+    def matches(self, groups: tuple[int, ...]) -> bool:
+        for value, ranges in zip(groups, self.parts, strict=True):
+            for lo, hi in ranges:
+                if lo <= value <= hi:
+                    break
+            else:
+                return False
+        return True
+
+
+_ANY_TEXTS: Final = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
+
+
+@dataclass(frozen=True, slots=True)
+class AddressPattern:
+    """RocketMQ's whiteRemoteAddress forms: ``192.168.1.1``, ``*``, ``192.168.0.*``,
+    ``192.168.1.1,192.168.1.2``, ``192.168.1.{1,2}``, ``10.0.1-10.*``, IPv6 literals and
+    IPv6 groups with ``*``/``a-b``/``{a,b}``. Every part may use every form (a superset of
+    Java's, which allows a range or a brace list in one position only). Blank: any address
+    (no restriction)."""
+
+    text: str
+    any_address: bool
+    alternatives: tuple[_Alternative, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | None) -> AddressPattern:
+        """Raise ValueError with a one-line reason when ``text`` is not a pattern."""
+        raw = (text or "").strip()
+        if not raw or raw in _ANY_TEXTS:
+            return cls(raw, True)
+        alternatives = tuple(_parse_alternative(a.strip()) for a in _split_outside_braces(raw))
+        return cls(raw, False, alternatives)
+
+    def matches(self, host: str) -> bool:
+        if self.any_address:
+            return True
+        groups = _address_groups(host)
+        if groups is None:
+            return False
+        version, values = groups
+        return any(a.version == version and a.matches(values) for a in self.alternatives)
+
+
+def _split_outside_braces(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced '}}' in {text!r}")
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    if depth:
+        raise ValueError(f"unbalanced '{{' in {text!r}")
+    parts.append(text[start:])
+    if any(not p.strip() for p in parts):
+        raise ValueError(f"empty address in list {text!r}")
+    return parts
+
+
+def _parse_alternative(text: str) -> _Alternative:
+    if ":" in text:
+        return _Alternative(6, tuple(_parse_part(p, 16, text) for p in _ipv6_groups(text)))
+    pieces = text.split(".")
+    if len(pieces) != 4:
+        raise ValueError(f"{text!r} is not an IPv4 address or pattern (four dot-separated parts)")
+    return _Alternative(4, tuple(_parse_part(p, 10, text) for p in pieces))
+
+
+def _ipv6_groups(text: str) -> list[str]:
+    if not any(c in text for c in "*-{"):
+        try:  # a literal: let the standard library read every short form
+            exploded = ipaddress.IPv6Address(text).exploded
+        except ValueError as exc:
+            raise ValueError(f"{text!r} is not an IPv6 address") from exc
+        return exploded.split(":")
+    if "::" in text:
+        left, _, right = text.partition("::")
+        head = left.split(":") if left else []
+        tail = right.split(":") if right else []
+        missing = 8 - len(head) - len(tail)
+        if missing < 1:
+            raise ValueError(f"{text!r} has too many groups for '::'")
+        return [*head, *["0"] * missing, *tail]
+    groups = text.split(":")
+    if len(groups) != 8:
+        raise ValueError(f"{text!r} is not an IPv6 pattern (eight groups, or '::')")
+    return groups
+
+
+def _parse_part(part: str, base: int, whole: str) -> tuple[tuple[int, int], ...]:
+    """One byte/group: ``*``, ``n``, ``a-b`` or ``{n,a-b,...}`` -> allowed ranges."""
+    top = 255 if base == 10 else 0xFFFF
+    part = part.strip()
+    if part == "*":
+        return ((0, top),)
+    items = [part]
+    if part.startswith("{") and part.endswith("}"):
+        items = [i.strip() for i in part[1:-1].split(",")]
+    ranges = []
+    for item in items:
+        low, dash, high = item.partition("-")
+        try:
+            lo = _number(low, base, top)
+            hi = _number(high, base, top) if dash else lo
+        except ValueError:
+            kind = "a number 0-255" if base == 10 else "a hex group 0-ffff"
+            raise ValueError(
+                f"{item!r} in {whole!r} is not {kind}, '*', 'a-b' or '{{a,b}}'"
+            ) from None
+        if lo > hi:
+            raise ValueError(f"range {item!r} in {whole!r} runs backwards")
+        ranges.append((lo, hi))
+    return tuple(ranges)
+
+
+def _number(text: str, base: int, top: int) -> int:
+    text = text.strip()
+    digits = "0123456789" if base == 10 else "0123456789abcdefABCDEF"
+    if not text or len(text) > 4 or any(c not in digits for c in text):
+        raise ValueError(text)
+    value = int(text, base)
+    if value > top:
+        raise ValueError(text)
+    return value
+
+
+def _address_groups(host: str) -> tuple[int, tuple[int, ...]] | None:
+    """(4, bytes) or (6, groups) of a caller address; an IPv4-mapped IPv6 address is IPv4."""
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isdigit() and len(p) <= 3 for p in parts):  # the usual case
+        values = tuple(int(p) for p in parts)
+        return (4, values) if max(values) <= 255 else None
+    try:
+        address = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv4Address):
+        return 4, tuple(address.packed)
+    packed = address.packed
+    return 6, tuple(int.from_bytes(packed[i : i + 2], "big") for i in range(0, 16, 2))
+
+
+def host_of(peer: str) -> str:
+    """``1.2.3.4:5678`` -> ``1.2.3.4``; ``::1:5678`` or ``[::1]:5678`` -> ``::1``."""
+    if peer.startswith("["):
+        return peer[1:].partition("]")[0]
+    host, sep, port = peer.rpartition(":")
+    return host if sep and port.isdigit() and host else peer
+
+
+def caller_address(channel: object) -> str:
+    """The ``ip:port`` of the connection a request came on (any object with ``peer``)."""
+    peer = getattr(channel, "peer", None)
+    return peer if isinstance(peer, str) and peer else "-"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a listen address is reachable from this machine only."""
+    name = host.strip().strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a wildcard is "" or an address; a host name may resolve anywhere
+
+
+# --------------------------------------------------------------------------- accounts
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    access_key: str
+    secret_key: str
+    admin: bool
+    white_remote_address: AddressPattern
+
+    def __repr__(self) -> str:
+        return f"Account({self.access_key!r}, admin={self.admin}, secret_key=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    """One loaded accounts file."""
+
+    path: Path
+    by_key: Mapping[str, Account]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def admins(self) -> int:
+        return sum(1 for a in self.by_key.values() if a.admin)
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise AclFileError(f"{what} {path}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise AclFileError(f"{what} {path}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise AclFileError(f"{what} {path}: not valid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise AclFileError(f"{what} {path}: nested too deeply") from exc
+
+
+def _key_text(value: Any, name: str, where: str) -> str:
+    """A key as Java reads it: YAML may type ``12345678`` as a number, Java takes its text."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise AclFileError(f"{where}: {name} must be a string")
+    text = str(value)
+    if len(text) < MIN_KEY_LENGTH:
+        raise AclFileError(f"{where}: {name} must be at least {MIN_KEY_LENGTH} characters")
+    return text
+
+
+def _admin_flag(value: Any, where: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise AclFileError(f"{where}: admin must be true or false")
+
+
+def load_accounts(path: Path) -> Accounts:
+    """Read and validate an accounts file; AclFileError (one line) names the first problem."""
+    document = _read_yaml(path, "acl file")
+    if not isinstance(document, dict) or "accounts" not in document:
+        raise AclFileError(f"acl file {path}: no 'accounts' list (plain_acl.yml shape expected)")
+    entries = document["accounts"]
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise AclFileError(f"acl file {path}: 'accounts' must be a list")
+    warnings: list[str] = []
+    by_key: dict[str, Account] = {}
+    for index, entry in enumerate(entries):
+        where = f"acl file {path}: accounts[{index}]"
+        if not isinstance(entry, dict):
+            raise AclFileError(f"{where}: must be a mapping with accessKey and secretKey")
+        access_key = _key_text(entry.get("accessKey"), "accessKey", where)
+        where = f"{where} ({shown(access_key)})"
+        secret_key = _key_text(entry.get("secretKey"), "secretKey", where)
+        white = entry.get("whiteRemoteAddress")
+        if white is not None and not isinstance(white, str):
+            raise AclFileError(f"{where}: whiteRemoteAddress must be a string")
+        try:
+            pattern = AddressPattern.parse(white)
+        except ValueError as exc:
+            raise AclFileError(f"{where}: whiteRemoteAddress: {exc}") from exc
+        if access_key in by_key:
+            raise AclFileError(f"{where}: accessKey is defined twice")
+        by_key[access_key] = Account(
+            access_key, secret_key, _admin_flag(entry.get("admin"), where), pattern
+        )
+    if document.get("globalWhiteRemoteAddresses"):
+        warnings.append(
+            f"acl file {path}: globalWhiteRemoteAddresses is ignored (every caller must sign)"
+        )
+    if not by_key:
+        warnings.append(f"acl file {path}: no accounts, so every admin write is refused")
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & stat.S_IROTH:
+            warnings.append(f"acl file {path}: readable by every user; chmod o-r it")
+    return Accounts(path, by_key, tuple(warnings))
+
+
+def load_tools_yml(path: Path) -> Credentials:
+    """mqadmin's conf/tools.yml (``accessKey``, ``secretKey``) as signing credentials."""
+    document = _read_yaml(path, "tools file")
+    if not isinstance(document, dict):
+        raise AclFileError(f"tools file {path}: expected accessKey and secretKey")
+    where = f"tools file {path}"
+    access_key, secret_key = document.get("accessKey"), document.get("secretKey")
+    for name, value in (("accessKey", access_key), ("secretKey", secret_key)):
+        if isinstance(value, bool) or not isinstance(value, str | int) or str(value) == "":
+            raise AclFileError(f"{where}: {name} is missing or not a string")
+    token = document.get("securityToken")
+    return Credentials(str(access_key), str(secret_key), None if token is None else str(token))
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+class AccessControl:
+    """The live access rules: the accounts file (reloaded when it changes) and which
+    requests need what. One instance per name server, used by the request processor."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        registration_required: bool = False,
+        read_required: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self.registration_required = registration_required
+        self.read_required = read_required
+        self.clock = clock
+        self._accounts = load_accounts(path)
+        for warning in self._accounts.warnings:
+            log.warning("%s", warning)
+        self._stamp = self._file_stamp()
+        self._failed_stamp: tuple[int, int, int] | None = None
+        self._checked_at = clock()
+
+    @classmethod
+    def from_config(
+        cls, config: NamesrvConfig, clock: Callable[[], float] = time.monotonic
+    ) -> AccessControl | None:
+        """None when no accounts file is configured (admin writes open, Java's default)."""
+        path = config.acl_file.strip()
+        if not path:
+            if config.acl_registration_required or config.acl_read_required:
+                raise AclFileError(
+                    "aclRegistrationRequired and aclReadRequired need aclFile (the accounts "
+                    "that may sign)"
+                )
+            return None
+        return cls(
+            Path(path),
+            registration_required=config.acl_registration_required,
+            read_required=config.acl_read_required,
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------ accounts file
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_size, info.st_ino
+
+    @property
+    def accounts(self) -> Accounts:
+        """The accounts, reloaded first if the file changed (looked at once a second)."""
+        now = self.clock()
+        if now - self._checked_at >= RELOAD_CHECK_S:
+            self._checked_at = now
+            self.reload_if_changed()
+        return self._accounts
+
+    def reload_if_changed(self) -> bool:
+        """Load the file again if its metadata changed; a bad file keeps the last good
+        accounts (one error line per bad version). True when new accounts took effect."""
+        stamp = self._file_stamp()
+        if stamp == self._stamp or (stamp is not None and stamp == self._failed_stamp):
+            return False
+        if stamp is None:  # reported once: the next look finds None == None
+            self._stamp = None
+            log.error("acl file %s is gone; keeping the accounts loaded before", self.path)
+            return False
+        try:
+            accounts = load_accounts(self.path)
+        except AclFileError as exc:
+            self._failed_stamp = stamp
+            log.error("%s; keeping the accounts loaded before", exc)
+            return False
+        self._accounts, self._stamp, self._failed_stamp = accounts, stamp, None
+        for warning in accounts.warnings:
+            log.warning("%s", warning)
+        log.info(
+            "acl file %s reloaded: %d accounts, %d admin",
+            self.path,
+            len(accounts.by_key),
+            accounts.admins,
+        )
+        return True
+
+    # ------------------------------------------------------------------ checks
+
+    def need_for(self, code: int) -> Need | None:
+        """What a request with ``code`` must prove, or None when it is open."""
+        if code in ADMIN_WRITE_CODES:
+            return Need.ADMIN
+        if code in REGISTRATION_CODES:
+            return Need.ACCOUNT if self.registration_required else None
+        return Need.ACCOUNT if self.read_required else None
+
+    def check(self, request: RemotingCommand, caller: str) -> str | None:
+        """The verified access key, or None when ``request`` needs no account; AccessDenied
+        when it needs one and does not prove it. ``caller`` is the peer's ``ip:port``."""
+        need = self.need_for(request.code)
+        return None if need is None else self.verify(request, caller, need)
+
+    def verify(self, request: RemotingCommand, caller: str, need: Need) -> str:
+        """Check the signature, the account and its address; return the access key."""
+        fields = request.ext_fields or {}
+        access_key = fields.get(ACCESS_KEY)
+        if not access_key:
+            who = "an admin account" if need is Need.ADMIN else "an account"
+            raise AccessDenied(
+                f"No accessKey is configured: request code={request.code} must be signed by "
+                f"{who} (AccessKey and Signature)"
+            )
+        account = self.accounts.by_key.get(access_key)
+        if account is None:
+            raise AccessDenied(f"No acl config for {shown(access_key)}")
+        host = host_of(caller)
+        if not account.white_remote_address.matches(host):
+            raise AccessDenied(
+                f"Remote address {shown(host)} is not in the whiteRemoteAddress of "
+                f"accessKey={shown(access_key)}"
+            )
+        given = fields.get(SIGNATURE)
+        if given is None or not _signature_valid(request, fields, account.secret_key, given):
+            raise AccessDenied(f"Check signature failed for accessKey={shown(access_key)}")
+        if need is Need.ADMIN and not account.admin:
+            raise AccessDenied(
+                f"Need admin permission for request code={request.code}, but "
+                f"accessKey={shown(access_key)} is not"
+            )
+        return access_key
+
+    def status(self) -> dict[str, Any]:
+        """What the status page and /api/status show (no secrets, no account names)."""
+        accounts = self._accounts
+        return {
+            "adminWrites": "authenticated",
+            "aclFile": str(self.path),
+            "accounts": len(accounts.by_key),
+            "admins": accounts.admins,
+            "registrationAuth": self.registration_required,
+            "readAuth": self.read_required,
+        }
+
+
+def _signature_valid(
+    request: RemotingCommand, fields: Mapping[str, str], secret_key: str, given: str
+) -> bool:
+    expected = signature(signed_content(fields, request.body), secret_key)
+    if signature_matches(expected, given):
+        return True
+    if not any(name in fields for name in UNSIGNED_ZONE_FIELDS):
+        return False
+    content = signed_content(fields, request.body, leave_out=UNSIGNED_ZONE_FIELDS)
+    return signature_matches(signature(content, secret_key), given)
+
+
+def open_status() -> dict[str, Any]:
+    """The status of a server without an accounts file: admin writes open to anyone."""
+    return {
+        "adminWrites": "open",
+        "aclFile": None,
+        "accounts": 0,
+        "admins": 0,
+        "registrationAuth": False,
+        "readAuth": False,
+    }
