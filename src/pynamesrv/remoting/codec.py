@@ -79,6 +79,12 @@ class FrameDecoder:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
 
+    def discard(self) -> None:
+        """Drop what is buffered (the connection is gone): its memory is freed now, not
+        whenever the garbage collector reaches the connection."""
+        self._buffer = bytearray()
+        self._crc = self._crc_upto = 0
+
     def push(self, data: bytes) -> None:
         """Buffer bytes for ``take_repeats`` and a following ``feed_raw(b"")``."""
         self._buffer += data

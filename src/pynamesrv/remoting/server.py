@@ -410,9 +410,7 @@ class Connection(asyncio.Protocol):
         self.transport = None
         if self._refused:
             return
-        self.server.buffered_bytes -= self._held
-        self._held = 0
-        self._backlog.clear()
+        self._account()  # not open any more: drops the buffers, counts nothing
         reason = self._close_reason if exc is None else ERROR
         self.server.connections.discard(self)
         self.server.on_close(self, reason)
@@ -434,8 +432,13 @@ class Connection(asyncio.Protocol):
         self._account()
 
     def _account(self) -> None:
-        """Count what this connection holds in the server's total (nothing once closing)."""
-        held = self.decoder.buffered + self._backlog_bytes if self.is_open else 0
+        """Count what this connection holds in the server's total (nothing once closing:
+        its buffers are dropped then)."""
+        if not self.is_open:
+            self.decoder.discard()
+            self._backlog.clear()
+            self._backlog_bytes = 0
+        held = self.decoder.buffered + self._backlog_bytes
         server = self.server
         server.buffered_bytes += held - self._held
         self._held = held
