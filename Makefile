@@ -6,7 +6,7 @@ NODE_DIR := tests/peers/node
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(VENV)/.installed-test
 	for b in route_query register storm memory partial_frames journal pipeline acl_check; do \
 		$(BIN)/python bench/$$b.py || exit 1; \
 	done
+
+# Regenerate docs/configuration.md from the key table (a test checks it is current).
+docs: $(VENV)/.installed-run
+	$(BIN)/python -c 'from pynamesrv.namesrv.config import reference_markdown as r; print(r(), end="")' > docs/configuration.md
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache

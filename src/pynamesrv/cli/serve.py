@@ -105,8 +105,8 @@ def serve(
             click.echo(f"Error: {exc.source}: {problem}", err=True)
         sys.exit(2)
     config = registry.config
-    if config_file is not None:
-        click.echo(f"load config properties file OK, {config_file}", err=True)
+    if registry.loaded_from is not None:  # the -c file, or what updates persisted before
+        click.echo(f"load config properties file OK, {registry.loaded_from}", err=True)
     if print_config:
         for key, value in registry.all_properties().items():
             click.echo(f"{key}={value}")

@@ -273,6 +273,7 @@ class ConfigRegistry:
         # and keeps the operator's comments and order.
         self._store_text = store_text
         self.data_version = 0
+        self.loaded_from: str | None = None  # the properties file read at start, if any
 
     @classmethod
     def from_file(
@@ -307,7 +308,9 @@ class ConfigRegistry:
         combined = config.problems()
         if combined:
             raise ConfigFileError(source, combined)
-        return cls(config, props, store_text)
+        registry = cls(config, props, store_text)
+        registry.loaded_from = None if path is None and store_text is None else source
+        return registry
 
     # ------------------------------------------------------------------ reports
 
@@ -417,3 +420,43 @@ def _apply(config: NamesrvConfig, props: dict[str, str] | Any) -> list[str]:
     for key, value in values.items():
         setattr(config, BY_KEY[key].attr, value)
     return problems
+
+
+def reference_markdown() -> str:
+    """``docs/configuration.md``: every key of the table with its rule and default."""
+    defaults = NamesrvConfig()
+    home = str(_HOME)
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from the key table (`src/pynamesrv/namesrv/settings.py`) by",
+        "`make docs`; a test fails when this file is out of date. Keys are read from the",
+        "`-c` properties file (and the flags of `pynamesrv serve`); UPDATE_NAMESRV_CONFIG",
+        "(`mqadmin updateNamesrvConfig`) may change only the keys marked remote. An invalid",
+        "value is refused with a one-line message naming the key, the value and what is",
+        "allowed; at start an invalid file stops the server (exit code 2).",
+        "",
+        "*Applies*: `live` takes effect at once, `restart` at the next start, `no effect`",
+        "means the key is accepted and reported for compatibility with Java but pynamesrv",
+        "has nothing it controls. Passwords are reported as `******`.",
+        "",
+        "| key | allowed | default | applies | remote | from | what it does in pynamesrv |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in SETTINGS:
+        if entry.key == "rocketmqHome":
+            default = "`$ROCKETMQ_HOME`, else `~/namesrv`"
+        else:
+            text = entry.format(defaults.get(entry.key)).replace(home, "~")
+            default = f"`{text}`" if text else "(empty)"
+        cells = [
+            f"`{entry.key}`",
+            entry.allowed(),
+            default,
+            entry.applies.value,
+            "yes" if entry.remote else "no",
+            entry.origin,
+            entry.help,
+        ]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
