@@ -1,19 +1,24 @@
-"""GET_ROUTEINFO_BY_TOPIC throughput and latency, against a same-run ceiling.
+"""GET_ROUTEINFO_BY_TOPIC throughput and latency in production shapes, against same-run
+references.
 
-Two servers are measured with the same load, one after the other:
+Three servers get the same load, one after the other:
 
-* pynamesrv (``pynamesrv serve``) holding one broker's routes, and
+* pynamesrv (``pynamesrv serve``) holding one broker's routes for 1,017 topics;
+* the same with ``routeQueryFastPath=false``: every request decoded and dispatched (the plain
+  cached-answer path), so the fast path's gain is measured, not assumed;
 * a minimal asyncio server (uvloop) that answers every frame with a constant frame of the
   same size: the ceiling of this runtime on this machine.
 
-Each server is pinned to CPU 0 and the load generators to the other CPUs. Load: several
-processes, each with several connections, each keeping ``depth`` pipelined requests in
-flight, so the generator is not the bottleneck. At 64 in flight the queries are for one
-topic and then for 16 topics in turn: pynamesrv cuts a read of repeats of one query with
-one struct format, and a read of one header layout with other topics with two regular
-expressions (``remoting/repeats.py``).
+Shapes (each server pinned to CPU 0, the load generators on the other CPUs):
 
-    .venv/bin/python bench/route_query.py [--seconds 5] [--procs 2]
+* 1 connection x 1 in flight;
+* 64 and 1,000 connections x 1 in flight, each walking 1,000 topics (what clients do: every
+  client polls each of its topics every 30 s, one or a few requests in flight);
+* open loop: a fixed rate over 16 connections walking 1,000 topics, latency counted from
+  each request's *scheduled* send time (a late generator cannot hide the server's pauses);
+* 4 connections x 16 pipelined for one topic (no client does this; kept for comparison).
+
+    .venv/bin/python bench/route_query.py [--seconds 5] [--procs 2] [--rate 30000]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 import uvloop
@@ -61,6 +67,9 @@ def route_queries(topics: tuple[str, ...]) -> tuple[bytes, ...]:
 
 REQUESTS = route_queries((TOPIC,))
 MIXED_REQUESTS = route_queries(MIXED_TOPICS)  # a client polling its topics' routes
+# Production: clients walk many topics; names of one length, so answers are equally long.
+WALK_TOPICS = tuple(f"WalkTopic-{i:04d}" for i in range(1000))
+WALK_REQUESTS = route_queries(WALK_TOPICS)
 
 
 def free_port() -> int:
@@ -230,6 +239,102 @@ def load_worker(
     out.put((len(latencies), latencies[::step]))
 
 
+def open_loop_worker(
+    cpus: str,
+    port: int,
+    conns: int,
+    rate: float,
+    seconds: float,
+    out: mp.Queue,
+    frames: tuple[bytes, ...] = WALK_REQUESTS,
+) -> None:
+    """Send ``rate`` requests a second over ``conns`` connections on a fixed schedule, never
+    waiting for answers; each answer's latency runs from its request's scheduled time."""
+    pin(cpus)
+    latencies: list[float] = []
+    interval = conns / rate  # between two requests of one connection
+
+    async def run() -> None:
+        class Receiver(asyncio.Protocol):
+            def __init__(self) -> None:
+                self.buffer = bytearray()
+                self.scheduled: deque[float] = deque()
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                self.buffer += data
+                now = time.perf_counter()
+                for _ in range(split_frames(self.buffer)):
+                    latencies.append(now - self.scheduled.popleft())
+
+        loop = asyncio.get_running_loop()
+        receivers = []
+        for _ in range(conns):
+            _, receiver = await loop.create_connection(Receiver, "127.0.0.1", port)
+            receivers.append(receiver)
+        start = time.perf_counter() + 0.1
+        sent = [0] * conns
+        total = int(seconds / interval)
+        offsets = [start + i * interval / conns for i in range(conns)]  # spread the phases
+        while True:
+            now = time.perf_counter()
+            done = True
+            for i, receiver in enumerate(receivers):
+                due = min(total, int((now - offsets[i]) / interval) + 1) if now >= offsets[i] else 0
+                if due > sent[i]:
+                    batch = [frames[(i * 997 + k) % len(frames)] for k in range(sent[i], due)]
+                    receiver.scheduled.extend(
+                        offsets[i] + k * interval for k in range(sent[i], due)
+                    )
+                    receiver.transport.write(b"".join(batch))
+                    sent[i] = due
+                done &= sent[i] >= total
+            if done:
+                break
+            await asyncio.sleep(0.0005)
+        deadline = time.perf_counter() + 10
+        while any(r.scheduled for r in receivers) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+
+    uvloop.run(run())
+    latencies.sort()
+    step = max(1, len(latencies) // 20000)
+    out.put((len(latencies), latencies[::step]))
+
+
+def run_open_loop(
+    port: int, procs: int, conns: int, rate: float, seconds: float, cpus: str
+) -> dict:
+    """``rate`` requests a second split over ``procs`` generators; percentiles in ms."""
+    queue: mp.Queue = mp.Queue()
+    args = (cpus, port, conns // procs, rate / procs, seconds, queue)
+    workers = [mp.Process(target=open_loop_worker, args=args) for _ in range(procs)]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=seconds + 60) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return _summary(results, seconds, 0.0)
+
+
+def _summary(results: list, seconds: float, cpu_used: float) -> dict:
+    sample = sorted(v for _, values in results for v in values)
+
+    def pct(p: float) -> float:
+        return sample[min(len(sample) - 1, int(p * len(sample)))] * 1000 if sample else 0.0
+
+    total = sum(count for count, _ in results)
+    return {
+        "rps": total / seconds,
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "p999": pct(0.999),
+        "cpu_us": cpu_used / total * 1e6 if total else 0.0,
+    }
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -262,19 +367,7 @@ def run_load(
     for worker in workers:
         worker.join()
     cpu_used = cpu_seconds(server_pid) - cpu_before if server_pid else 0.0
-    sample = sorted(v for _, values in results for v in values)
-
-    def pct(p: float) -> float:
-        return sample[min(len(sample) - 1, int(p * len(sample)))] * 1000 if sample else 0.0
-
-    total = sum(count for count, _ in results)
-    return {
-        "rps": total / seconds,
-        "p50": pct(0.50),
-        "p99": pct(0.99),
-        "p999": pct(0.999),
-        "cpu_us": cpu_used / total * 1e6 if total else 0.0,
-    }
+    return _summary(results, seconds, cpu_used)
 
 
 # ---------------------------------------------------------------------- main
@@ -307,54 +400,89 @@ def register_route(port: int, topics: tuple[str, ...] = (TOPIC,)) -> tuple[socke
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--procs", type=int, default=2, help="load processes at 64 in flight")
+    parser.add_argument("--procs", type=int, default=2, help="load processes")
+    parser.add_argument("--rate", type=float, default=30_000, help="open-loop requests/s")
     args = parser.parse_args()
     ncpu = os.cpu_count() or 1
     server_cpu, load_cpus = "0", ",".join(str(c) for c in range(1, ncpu)) or "0"
+    _raise_file_limit(4096)
 
-    const_port = free_port()
-    server, port, _ = start_server("route-query", server_cpu)
+    servers = {}
+    sockets = []
     const = None
     try:
-        wait_for_port(port)
-        broker_socket, answer = register_route(port, (TOPIC, *MIXED_TOPICS))
+        answer = b""
+        for name, extra in (("pynamesrv", {}), ("fast path off", {"routeQueryFastPath": "false"})):
+            server, port, _ = start_server("route-query", server_cpu, **extra)
+            servers[name] = (server, port)
+            wait_for_port(port)
+            sock, answer = register_route(port, (TOPIC, *MIXED_TOPICS, *WALK_TOPICS))
+            sockets.append(sock)
+        const_port = free_port()
         const = mp.Process(target=constant_server, args=(server_cpu, const_port, answer))
         const.start()
         wait_for_port(const_port)
+        targets = [(name, port, server.pid) for name, (server, port) in servers.items()]
+        targets.append(("constant-frame", const_port, const.pid))
         print(
             f"server on CPU {server_cpu}, load on CPU(s) {load_cpus}; "
             f"answer frame {len(answer)} bytes; {args.seconds:.0f} s per run"
         )
         columns = ("req/s", "p50 ms", "p99 ms", "p999 ms", "CPU us/req")
-        print(f"{'in flight':<16} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
-        runs = (
-            ("1", 1, 1, 1, REQUESTS),
-            ("64", args.procs, 8, 64 // 8, REQUESTS),
-            (f"64, {len(MIXED_TOPICS)} topics", args.procs, 8, 64 // 8, MIXED_REQUESTS),
+        print(f"{'shape':<26} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
+        closed = (
+            ("1 conn x 1", 1, 1, 1, REQUESTS),
+            ("64 conns x 1, 1000 topics", args.procs, 64, 1, WALK_REQUESTS),
+            ("1000 conns x 1, 1000 topics", args.procs, 1000, 1, WALK_REQUESTS),
+            ("4 conns x 16, one topic", args.procs, 4, 16, REQUESTS),
         )
-        for label, procs, conns, depth, frames in runs:
-            per_proc = max(1, conns // procs)
+        for label, procs, conns, depth, frames in closed:
             rows = {}
-            targets = (("pynamesrv", port, server.pid), ("constant-frame", const_port, const.pid))
             for name, target, pid in targets:
-                r = rows[name] = run_load(
-                    target, procs, per_proc, depth, args.seconds, load_cpus, frames, pid
-                )
-                print(
-                    f"{label:<16} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
-                    f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f}"
-                )
-            ours, ceiling = rows["pynamesrv"], rows["constant-frame"]
-            print(
-                f"{label:<16} {'pynamesrv/ceiling':<15} {ours['rps'] / ceiling['rps']:>9.0%} "
-                f"(CPU per request: ceiling/pynamesrv {ceiling['cpu_us'] / ours['cpu_us']:.0%})"
-            )
-        broker_socket.close()
+                rows[name] = run_load(
+                    target, procs, max(1, conns // procs), depth, args.seconds, load_cpus,
+                    frames, pid,
+                )  # fmt: skip
+                _print_row(label, name, rows[name])
+            _print_ratios(label, rows)
+        label = f"open loop {args.rate:,.0f}/s, 16 conns"
+        for name, target, _ in targets:
+            _print_row(label, name, run_open_loop(
+                target, args.procs, 16, args.rate, args.seconds, load_cpus
+            ))  # fmt: skip
     finally:
+        for sock in sockets:
+            sock.close()
         if const is not None:
             const.terminate()
-        server.terminate()
-        server.wait(10)
+        for server, _ in servers.values():
+            server.terminate()
+            server.wait(10)
+
+
+def _print_row(label: str, name: str, r: dict) -> None:
+    print(
+        f"{label:<26} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
+        f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f}"
+    )
+
+
+def _print_ratios(label: str, rows: dict[str, dict]) -> None:
+    ours, plain, ceiling = rows["pynamesrv"], rows["fast path off"], rows["constant-frame"]
+    print(
+        f"{label:<26} {'ratios':<15} ceiling {ours['rps'] / ceiling['rps']:.0%}, "
+        f"fast path gain {ours['rps'] / plain['rps'] - 1:+.0%} req/s, "
+        f"server CPU/req {ours['cpu_us']:.2f} vs {plain['cpu_us']:.2f} us without it"
+    )
+
+
+def _raise_file_limit(needed: int) -> None:
+    """1,000 connections need more descriptors than the usual soft limit of 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
 
 
 if __name__ == "__main__":

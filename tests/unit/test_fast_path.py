@@ -44,7 +44,7 @@ def header_of(command: RemotingCommand) -> bytes:
 
 
 def both_paths(ctrl: NamesrvController, command: RemotingCommand) -> tuple[bytes | None, bytes]:
-    fast = ctrl._route_fast_path(header_of(command))
+    fast = ctrl.route_fast_path.answer_one(header_of(command))
     [decoded] = FrameDecoder().feed(encode(command))
     normal = ctrl.processor.process(decoded, "conn")
     return fast, normal if isinstance(normal, bytes) else encode(normal)  # type: ignore[arg-type]
@@ -85,25 +85,28 @@ def test_fast_answer_follows_route_changes(controller: NamesrvController) -> Non
         RemotingCommand(code=105, opaque=-5, ext_fields={"topic": "T/ö"}),  # negative opaque
         RemotingCommand(code=106, opaque=1),  # another request
         RemotingCommand(code=105, opaque=1),  # no topic
+        RemotingCommand(code=105, opaque=1, ext_fields={"topic": "T/ö", "__ZONE_MODE": "true"}),
+        RemotingCommand(code=105, opaque=2**31, ext_fields={"topic": "T/ö"}),  # no Java int
     ],
-    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic"],
+    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic", "zone-mode", "huge"],
 )
 def test_odd_requests_take_the_normal_path(
     controller: NamesrvController, command: RemotingCommand
 ) -> None:
-    assert controller._route_fast_path(header_of(command)) is None
-    assert controller._route_fast_path(header_of(command)) is None  # also once learned
+    assert controller.route_fast_path.answer_one(header_of(command)) is None
+    assert controller.route_fast_path.answer_one(header_of(command)) is None  # also once learned
 
 
 def test_order_message_enable_sends_queries_the_normal_way(controller: NamesrvController) -> None:
     command = RemotingCommand(code=105, version=401, opaque=1, ext_fields={"topic": "T/ö"})
-    assert controller._route_fast_path(header_of(command)) is not None
+    assert controller.route_fast_path.answer_one(header_of(command)) is not None
     controller.config.order_message_enable = True
-    assert controller._route_fast_path(header_of(command)) is None
+    assert controller.route_fast_path.answer_one(header_of(command)) is None
 
 
 def test_shapes_are_bounded(controller: NamesrvController) -> None:
-    for i in range(controller._route_fast_path.MAX_SHAPES + 10):
+    fast_path = controller.route_fast_path
+    for i in range(fast_path.MAX_SHAPES + 10):
         command = RemotingCommand(code=105, opaque=1, ext_fields={"topic": f"random-{i}"})
-        controller._route_fast_path(header_of(command))
-    assert len(controller._route_fast_path._shapes) <= controller._route_fast_path.MAX_SHAPES
+        fast_path.answer_one(header_of(command))
+    assert fast_path.shapes == fast_path.MAX_SHAPES

@@ -130,6 +130,7 @@ class NamesrvConfig:
     max_connections: int = 10_000
     max_buffered_bytes: int = 512 * 1024 * 1024
     frame_read_timeout_seconds: int = 60
+    route_query_fast_path: bool = True
     # pynamesrv's own: observability
     http_port: int = 9880
     ns_addr_list: str = ""

@@ -29,10 +29,11 @@ from pynamesrv.namesrv.events import (
     Event,
     TopicRemoved,
 )
+from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
-from pynamesrv.namesrv.processor import DefaultRequestProcessor, RouteQueryFastPath
+from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.command import RemotingCommand
@@ -115,13 +116,16 @@ class NamesrvController:
             max_inflated=4 * self.config.frame_max_length,
             access=self.access,
         )
-        self._route_fast_path = RouteQueryFastPath(self.processor)
+        self.route_fast_path = RouteQueryFastPath(
+            self.routes, self.stats, self.processor.cached_answers_valid
+        )
         reads_checked = self.access is not None and self.access.read_required
+        use_fast_path = self.config.route_query_fast_path and not reads_checked
         self.server = RemotingServer(
-            self._handle,
+            self.handle,
             on_close=self._on_connection_closed,
             # The fast path answers route queries unread: not when each must be signed.
-            fast_path=None if reads_checked else self._route_fast_path,
+            raw_answerer=self.route_fast_path if use_fast_path else None,
             limits=server_limits(self.config),
             backlog=self.config.server_socket_backlog,
             tls=self.tls,
@@ -296,7 +300,8 @@ class NamesrvController:
 
     # ------------------------------------------------------------------ requests
 
-    def _handle(self, request: RemotingCommand, conn: Connection) -> Answer:
+    def handle(self, request: RemotingCommand, conn: Connection) -> Answer:
+        """Answer one decoded request (the remoting server's handler)."""
         start = perf_counter()
         answer = self.processor.process(request, conn)
         self.stats.observe_request(request.code, perf_counter() - start)

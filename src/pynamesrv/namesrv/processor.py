@@ -13,19 +13,13 @@ import asyncio
 import inspect
 import logging
 import re
-import struct
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from itertools import islice
-from operator import attrgetter
 from pathlib import Path
-from time import perf_counter
 from typing import Any, Final
-
-import orjson
 
 from pynamesrv.namesrv import audit
 from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied, caller_address
@@ -36,6 +30,7 @@ from pynamesrv.namesrv.config import (
     format_properties,
 )
 from pynamesrv.namesrv.events import Event
+from pynamesrv.namesrv.fastpath import RouteAnswer
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvChange, KvConfigManager, KvRejected
 from pynamesrv.namesrv.model import (
     BodyError,
@@ -44,18 +39,11 @@ from pynamesrv.namesrv.model import (
     RegisterBrokerBody,
     run_steps,
 )
-from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
+from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
-from pynamesrv.remoting.codec import RawFrame, encode_frame
-from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, ResponseCode, Version
+from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import (
-    INT32_MAX_DIGITS,
-    FamilyFrame,
-    OpaqueRun,
-    RequestFamily,
-)
 
 log = logging.getLogger(__name__)
 
@@ -113,289 +101,6 @@ def _required(value: Any, name: str) -> Any:
     if value is None:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"NullPointerException: {name} is null")
     return value
-
-
-class _RouteAnswerTemplate:
-    """The JSON header of a successful route answer differs only in ``opaque``."""
-
-    prefix: Final = b'{"code":0,"flag":1,"language":"JAVA","opaque":'
-    suffix: Final = f',"serializeTypeCurrentRPC":"JSON","version":{SERVER_VERSION}}}'.encode()
-
-    @classmethod
-    def frame(cls, opaque: int, body: bytes) -> bytes:
-        header = b"%b%d%b" % (cls.prefix, opaque, cls.suffix)
-        return encode_frame(SerializeType.JSON, header, body)
-
-
-@dataclass(slots=True)
-class _Shape:
-    """A learned route-query header shape and, once answered, its finished answer parts."""
-
-    topic: str
-    standard: bool
-    prefix: bytes = b""  # the request header before the opaque digits
-    suffix: bytes = b""  # and after them
-    cached: CachedRoute | None = None  # the registry's cache entry the tail was built from
-    generation: int = -1  # the registry's route generation when ``cached`` was last checked
-    tail: bytes = b""  # answer header suffix + body
-    heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
-    # a family frame's length words -> its answer head, for length words that fit the header
-    heads_by_lengths: dict[bytes, bytes] = field(default_factory=dict)
-    family: _TopicFamily | None = None  # the headers like this one but for the topic
-
-
-class _TopicFamily(RequestFamily):
-    """Route queries with one header layout, by topic: ``before + topic + between + opaque
-    + after``. ``members`` holds the learned shape of each topic seen."""
-
-    __slots__ = ("members",)
-
-    def __init__(self, before: bytes, between: bytes, after: bytes) -> None:
-        super().__init__(before, between, after)
-        self.members: dict[bytes, _Shape] = {}
-
-
-_DECLINED: Final = _Shape("", False)  # a shape the fast path leaves to the normal path
-_LENGTHS = struct.Struct(">iI")
-_TOPIC_OF: Final = attrgetter("topic")
-
-
-class RouteQueryFastPath:
-    """GET_ROUTEINFO_BY_TOPIC answered from the raw header bytes, without decoding them.
-
-    A client's route queries for one topic differ only in ``opaque``, so the header with the
-    opaque digits cut out identifies the request completely. The first query of a shape is
-    decoded once to learn its topic and dialect; later ones cost two finds, a slice, a dict
-    look-up and a join, with the request's own opaque digits copied into the answer. A read
-    is answered as a batch (one clock reading, one count, and one integer comparison per
-    query tells the cached answer is still current), and repeats of one query the
-    connection recognises itself (``answer_repeats``) cost less still. Only plain requests
-    qualify (code 105, flag 0, a string topic, one ``"opaque"`` member, an opaque of 1 to 10
-    digits without a leading zero that fits Java's int); every other shape is remembered as
-    declined and takes the normal path, where behaviour is defined, and so do misses, order
-    configs and the 5.x start-up wait.
-    """
-
-    MAX_SHAPES: Final = 4096  # a client querying random topics cannot grow this without bound
-
-    def __init__(self, processor: DefaultRequestProcessor) -> None:
-        self.processor = processor
-        self.config = processor.registry.config
-        self.stats = processor.stats
-        self.routes = processor.routes
-        self._shapes: dict[bytes, _Shape] = {}
-        self._families: dict[tuple[bytes, bytes, bytes], _TopicFamily] = {}
-        self._latency = self.stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
-        self.last_shape: _Shape | None = None
-
-    def __call__(self, header: bytes) -> bytes | None:
-        """The answer to one request header, or None to take the normal way."""
-        out: list[bytes] = []
-        answered = self.answer([(SerializeType.JSON, header, b"", None)], 0, out)
-        return b"".join(out) if answered else None
-
-    def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
-        """Append to ``out`` the answers to ``frames[start:]`` up to the first one the normal
-        path must take, and return that frame's index (``len(frames)``: all answered)."""
-        if not self._cache_answers():
-            return start
-        started = perf_counter()
-        shapes = self._shapes
-        generation = self.routes.route_generation
-        answered: list[_Shape] = []
-        for serialize, header, body, _ in islice(frames, start, None):
-            if body or serialize != SerializeType.JSON:
-                break
-            begin = header.find(b'"opaque":') + 9
-            if begin < 9:
-                break
-            end = header.find(b",", begin)
-            if end < 0:
-                end = header.find(b"}", begin)
-            digits = header[begin:end]
-            size = len(digits)
-            if (
-                not (0 < size <= 10 and digits.isdigit())
-                or (digits[0] == 48 and size > 1)
-                or (size == 10 and digits > INT32_MAX_DIGITS)
-            ):
-                break  # negative, spaced, huge or odd: the normal path decides
-            key = header[:begin] + header[end:]
-            shape = shapes.get(key)
-            if shape is None:
-                shape = self._learn(key, header, begin, end)
-            if shape.generation != generation and not self._revalidate(shape, generation):
-                break
-            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
-            answered.append(shape)
-        self._count(answered, started)
-        return start + len(answered)
-
-    def answer_family(
-        self, family: _TopicFamily, found: list[FamilyFrame], out: list[bytes]
-    ) -> int:
-        """Append to ``out`` the answers to ``found`` (frames of ``family``) up to the first
-        one the normal path must take, and return how many were answered. A frame whose
-        length words are not those its header needs is left to the normal path too."""
-        if not self._cache_answers():
-            return 0
-        started = perf_counter()
-        generation = self.routes.route_generation
-        members = family.members
-        answered: list[_Shape] = []
-        for lengths, topic, digits in found:
-            if len(digits) == 10 and digits > INT32_MAX_DIGITS:
-                break  # not a Java int: the decoder refuses it
-            shape = members.get(topic) or self._join(family, topic, digits)
-            if shape.generation != generation and not self._revalidate(shape, generation):
-                break
-            head = shape.heads_by_lengths.get(lengths) or self._head_if_fits(shape, lengths, digits)
-            if head is None:
-                break
-            out += (head, digits, shape.tail)
-            answered.append(shape)
-        self._count(answered, started)
-        return len(answered)
-
-    def ready(self, shape: _Shape) -> bool:
-        """Answerable from the cache now: a route exists and no setting changes answers at
-        run time (order configs, the 5.x start-up wait)."""
-        if not self._cache_answers():
-            return False
-        generation = self.routes.route_generation
-        return shape.generation == generation or self._revalidate(shape, generation)
-
-    def _cache_answers(self) -> bool:
-        """Whether cached answers are answers now: no setting changes them at run time
-        (order configs, the 5.x start-up wait)."""
-        config = self.config
-        return not (config.order_message_enable or config.need_wait_for_service)
-
-    def answer_repeats(self, shape: _Shape, runs: list[OpaqueRun]) -> bytes:
-        started = perf_counter()
-        heads, tail = shape.heads, shape.tail
-        parts: list[bytes] = []
-        for run in runs:
-            parts += run.rewrite(heads.get(run.size) or self._head(shape, run.size), tail)
-        answer = b"".join(parts)
-        self._count([shape] * (len(parts) // 3), started)
-        return answer
-
-    def _count(self, answered: list[_Shape], started: float) -> None:
-        """Count the answers of one read, remember the last one's shape for the next read."""
-        count = len(answered)
-        if not count:
-            return
-        self.last_shape = answered[-1]
-        stats = self.stats
-        stats.route_query_hits += count
-        if stats.count_topics:
-            stats.route_hits_by_topic.update(map(_TOPIC_OF, answered))
-        self._latency.observe((perf_counter() - started) / count, count)
-
-    def _revalidate(self, shape: _Shape, generation: int) -> bool:
-        """Check ``shape``'s answer against the registry's cache, rebuilding it from there
-        when the route changed; False: the normal path answers (no route, or declined)."""
-        if shape is _DECLINED:
-            return False
-        routes, key = self.routes, (shape.topic, shape.standard)
-        cached = shape.cached
-        if cached is None or routes.route_cache.get(key) is not cached:
-            body = routes.route_body(shape.topic, shape.standard, None)
-            if body is None:
-                return False
-            shape.cached = routes.route_cache.get(key)
-            shape.tail = _RouteAnswerTemplate.suffix + body
-            shape.heads, shape.heads_by_lengths = {}, {}
-        shape.generation = generation
-        return True
-
-    def _head_if_fits(self, shape: _Shape, lengths: bytes, digits: bytes) -> bytes | None:
-        """The answer head for a family frame of ``shape`` with these length words, or None
-        when they are not the ones its header needs (the frame is not what it seems)."""
-        size = len(digits)
-        header_length = len(shape.prefix) + size + len(shape.suffix)
-        if lengths != _LENGTHS.pack(4 + header_length, header_length):  # JSON: type 0
-            return None
-        head = shape.heads_by_lengths[lengths] = shape.heads.get(size) or self._head(shape, size)
-        return head
-
-    @staticmethod
-    def _head(shape: _Shape, size: int) -> bytes:
-        """Length words and answer header up to the opaque, for opaques of ``size`` digits."""
-        header_length = len(_RouteAnswerTemplate.prefix) + size + len(_RouteAnswerTemplate.suffix)
-        frame_length = 4 + header_length + len(shape.tail) - len(_RouteAnswerTemplate.suffix)
-        head = _LENGTHS.pack(frame_length, header_length) + _RouteAnswerTemplate.prefix
-        shape.heads[size] = head
-        return head
-
-    def _learn(self, key: bytes, header: bytes, start: int, end: int) -> _Shape:
-        """Decode a new shape once and remember it (or that it is declined)."""
-        shape = self._decode_shape(header, start, end)
-        if len(self._shapes) >= self.MAX_SHAPES:
-            self._shapes.clear()
-            self._families.clear()
-        self._shapes[key] = shape
-        if shape is not _DECLINED:
-            shape.family = self._family_of(shape)
-        return shape
-
-    def _family_of(self, shape: _Shape) -> _TopicFamily | None:
-        """The family of headers that differ from ``shape``'s only in topic and opaque, when
-        the topic stands plainly before the opaque."""
-        topic = shape.topic
-        marker = b'"topic":"' + topic.encode() + b'"'
-        prefix = shape.prefix
-        if (
-            not RequestFamily.accepts(topic)
-            or prefix.count(b'"topic"') != 1
-            or b'"topic"' in shape.suffix
-            or marker not in prefix
-        ):
-            return None
-        at = prefix.index(marker) + len(b'"topic":"')
-        parts = (prefix[:at], prefix[at + len(topic) :], shape.suffix)
-        family = self._families.get(parts)
-        if family is None:
-            family = self._families[parts] = _TopicFamily(*parts)
-        family.members[topic.encode()] = shape
-        return family
-
-    def _join(self, family: _TopicFamily, topic: bytes, digits: bytes) -> _Shape:
-        """The shape of ``family``'s query for a topic not seen in it yet: learned from its
-        header like any other (a decline is remembered as well)."""
-        start = len(family.before) + len(topic) + len(family.between)
-        key = family.before + topic + family.between + family.after
-        shape = self._shapes.get(key)
-        if shape is None:
-            header = key[:start] + digits + key[start:]
-            shape = self._learn(key, header, start, start + len(digits))
-        if shape is not _DECLINED and shape.family is not family:
-            shape = _DECLINED  # the same header for this topic is of another family (or none)
-        members = family.members
-        if len(members) >= self.MAX_SHAPES:
-            members.clear()
-        members[topic] = shape
-        return shape
-
-    @staticmethod
-    def _decode_shape(header: bytes, start: int, end: int) -> _Shape:
-        if header.count(b'"opaque"') != 1:
-            return _DECLINED
-        try:
-            obj = orjson.loads(header)
-        except orjson.JSONDecodeError:
-            return _DECLINED
-        if not isinstance(obj, dict) or obj.get("code") != RequestCode.GET_ROUTEINFO_BY_TOPIC:
-            return _DECLINED
-        ext, version = obj.get("extFields"), obj.get("version", 0)
-        if obj.get("flag", 0) != 0 or not isinstance(ext, dict) or type(version) is not int:
-            return _DECLINED
-        topic, accept = ext.get("topic"), ext.get("acceptStandardJsonOnly")
-        if not isinstance(topic, str) or not isinstance(accept, str | None):
-            return _DECLINED
-        standard = version >= Version.V4_9_4 or (accept or "").lower() == "true"
-        return _Shape(topic, standard, prefix=header[:start], suffix=header[end:])
 
 
 @dataclass(slots=True)
@@ -702,6 +407,12 @@ class DefaultRequestProcessor:
 
     # ------------------------------------------------------------------ routes
 
+    def cached_answers_valid(self) -> bool:
+        """Whether a topic's cached route answer is the answer now: no setting changes it at
+        run time (order configs attach per-topic KV entries; the 5.x start-up wait answers
+        errors)."""
+        return not (self.registry.config.order_message_enable or self._waiting_for_service())
+
     def _waiting_for_service(self) -> bool:
         config = self.registry.config
         return config.need_wait_for_service and (
@@ -734,7 +445,7 @@ class DefaultRequestProcessor:
             )
         self._count_hit(topic)  # type: ignore[arg-type]
         if request.serialize_type == SerializeType.JSON:
-            return _RouteAnswerTemplate.frame(request.opaque, body)
+            return RouteAnswer.frame(request.opaque, body)
         return self._ok(request, body)
 
     def get_cluster_info(self, request: RemotingCommand, channel: object) -> Answer:

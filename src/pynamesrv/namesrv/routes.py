@@ -16,6 +16,7 @@ touches the topic, so a route query costs one dict look-up (design.md).
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -41,6 +42,9 @@ from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import MASTER_ID, Perm, TopicSysFlag
 
 DEFAULT_BROKER_TIMEOUT_MS: Final = 120_000  # BROKER_CHANNEL_EXPIRED_TIME
+# Cached route answers kept (two per topic at most, one per JSON dialect); a few hundred bytes
+# each. Past it the least recently used are encoded again when asked for.
+ROUTE_CACHE_MAX: Final = 200_000
 
 LiveKey = tuple[str, str]  # (cluster, broker address): 5.x BrokerAddrInfo
 
@@ -77,9 +81,10 @@ class RouteInfoManager:
         # master's next registration must be decoded even if its bytes did not change, so that
         # the topics come back as in 5.x.
         self._pruned_brokers: set[str] = set()
-        # Encoded route bodies by (topic, standard dialect); an entry is replaced, never
-        # mutated, so holding one and checking it is still the one here validates it.
-        self.route_cache: dict[tuple[str, bool], CachedRoute] = {}
+        # Encoded route bodies by (topic, standard dialect), least recently used first; an
+        # entry is replaced, never mutated, so holding one and checking it is still the one
+        # here validates it.
+        self._route_cache: OrderedDict[tuple[str, bool], CachedRoute] = OrderedDict()
         # Bumped whenever cached routes are dropped: while it stands still, every answer built
         # from the cache is still good, and a hot path checks one integer instead of the cache.
         self.route_generation = 0
@@ -507,20 +512,29 @@ class RouteInfoManager:
         """The encoded GET_ROUTEINFO_BY_TOPIC body, from the cache when nothing changed."""
         if topic is None:
             return None
-        cached = self.route_cache.get((topic, standard))
+        cache, key = self._route_cache, (topic, standard)
+        cached = cache.get(key)
         if cached is not None and cached.order_conf == order_conf:
+            cache.move_to_end(key)
             return cached.body
         route = self.pickup_route(topic)
         if route is None:
             return None
         route["orderTopicConf"] = order_conf
         body = fastjson.dumps(route, standard=standard)
-        self.route_cache[(topic, standard)] = CachedRoute(order_conf, body)
+        cache[key] = CachedRoute(order_conf, body)
+        cache.move_to_end(key)
+        if len(cache) > ROUTE_CACHE_MAX:
+            cache.popitem(last=False)
         return body
+
+    def cached_route(self, key: tuple[str, bool]) -> CachedRoute | None:
+        """The cache entry of (topic, standard dialect), if any (not counted as a use)."""
+        return self._route_cache.get(key)
 
     def _invalidate(self, topics: Iterable[str]) -> None:
         self.route_generation += 1
-        cache = self.route_cache
+        cache = self._route_cache
         if not cache:
             return
         for topic in topics:

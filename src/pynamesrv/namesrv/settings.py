@@ -344,6 +344,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("frameReadTimeoutSeconds", N, RESTART, False, "pynamesrv",
          "A frame must arrive completely within this many seconds of its first byte.",
          minimum=1, maximum=3600),
+    _key("routeQueryFastPath", B, RESTART, False, "pynamesrv",
+         "Answer plain route queries from their raw header bytes (false: decode every "
+         "request; a switch for comparison and for trouble)."),
     # pynamesrv's own: observability
     _key("httpPort", P, RESTART, False, "pynamesrv",
          "Port of /metrics, /healthz, /rocketmq/nsaddr, /api and the status page (0: off)."),

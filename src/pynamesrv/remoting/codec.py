@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
 from typing import Final
 
 import orjson
 
 from pynamesrv.remoting.codes import LanguageCode
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily, take_repeats
 
 # Netty's LengthFieldBasedFrameDecoder limit in Java counts the 4-byte length word too, so the
 # largest accepted value of the length word is this minus 4 (observed: 16777212 waits,
@@ -58,11 +56,18 @@ class FrameError(ValueError):
 class FrameDecoder:
     """Incremental decoder of length-prefixed frames.
 
-    Invariant: the cost of ``feed`` is O(bytes fed) however the stream is sliced. Consumed
-    bytes are dropped from the front of the buffer once per ``feed`` call (one memmove of
-    what is left), never once per frame, so a read holding thousands of tiny frames is not
-    quadratic. A frame's declared length is checked against the limit as soon as its
-    length word arrives, so a peer cannot make us buffer more than the limit.
+    One entry point cuts frames, ``feed_raw`` (bytes in, split frames out); ``feed`` also
+    decodes their headers. Invariants, and why they matter against a hostile peer:
+
+    * The cost of a call is O(bytes fed) however the stream is sliced. Consumed bytes are
+      dropped from the front of the buffer once per call (one memmove of what is left),
+      never once per frame, so a read holding thousands of tiny frames is not quadratic;
+      and when nothing was buffered, frames are cut straight from the read's bytes.
+    * At most one incomplete frame is buffered, and its declared length is checked against
+      the limit as soon as its length word arrives, so a peer cannot make us hold more than
+      the limit (the server caps what all connections hold together).
+    * A large body's CRC-32 is computed as it arrives, so no single call spends
+      milliseconds checksumming a 16 MB registration at the end.
     """
 
     __slots__ = ("_buffer", "_crc", "_crc_upto", "max_frame_length")
@@ -84,28 +89,6 @@ class FrameDecoder:
         whenever the garbage collector reaches the connection."""
         self._buffer = bytearray()
         self._crc = self._crc_upto = 0
-
-    def push(self, data: bytes) -> None:
-        """Buffer bytes for ``take_repeats`` and a following ``feed_raw(b"")``."""
-        self._buffer += data
-
-    def take_repeats(self, prefix: bytes, suffix: bytes) -> list[OpaqueRun]:
-        """Consume the frames at the front of the buffer that repeat one request with
-        other opaques (``repeats.take_repeats``); the rest stays for ``feed_raw``."""
-        runs, taken = take_repeats(self._buffer, prefix, suffix)
-        if taken:  # small frames, so no large frame's running CRC is at the front
-            del self._buffer[:taken]
-        return runs
-
-    def take_family(self, family: RequestFamily, answer: Callable[[list[FamilyFrame]], int]) -> int:
-        """Offer the frames of ``family`` at the front of the buffer to ``answer``, which
-        answers some of them from the first and says how many; consume those and return
-        their number. The rest stays for ``feed_raw``."""
-        found, taken = family.find(self._buffer)
-        answered = answer(found) if found else 0
-        if answered:
-            del self._buffer[: taken if answered == len(found) else family.size(found[:answered])]
-        return answered
 
     def feed_raw(self, data: bytes) -> list[RawFrame]:
         """Split complete frames without decoding their headers (the server's fast path
@@ -399,16 +382,17 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     )
 
 
+_FRAME_HEAD = struct.Struct(">iI")
+
+
+def frame_head(serialize_type: int, header_length: int, body_length: int) -> bytes:
+    """The 8 bytes before a header: the frame's length word and the header-length word."""
+    return _FRAME_HEAD.pack(4 + header_length + body_length, (serialize_type << 24) | header_length)
+
+
 def encode_frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes:
     """Assemble a frame from an already encoded header (used by cached answers too)."""
-    return b"".join(
-        (
-            _INT32.pack(4 + len(header) + len(body)),
-            _UINT32.pack((serialize_type << 24) | len(header)),
-            header,
-            body,
-        )
-    )
+    return b"".join((frame_head(serialize_type, len(header), len(body)), header, body))
 
 
 def encode(cmd: RemotingCommand) -> bytes:

@@ -34,7 +34,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from operator import attrgetter
 from typing import Final, Protocol
 
@@ -47,7 +46,6 @@ from pynamesrv.remoting.codec import (
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand
-from pynamesrv.remoting.repeats import FamilyFrame, OpaqueRun, RequestFamily
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -57,42 +55,14 @@ Handler = Callable[[RemotingCommand, "Connection"], Answer]
 CloseListener = Callable[["Connection", str], None]
 
 
-class RepeatShape(Protocol):
-    """A request header a fast path answered, minus its opaque digits, and the family of
-    requests like it that differ in one name too (if any)."""
-
-    prefix: bytes
-    suffix: bytes
-    family: RequestFamily | None
-
-
-class FastPath(Protocol):
-    """Answers requests from their raw frames, without decoding them.
-
-    After answering, ``last_shape`` describes the last request answered so that the
-    connection can find the same request repeated with other opaques in its next reads and
-    hand them back all at once: a client polling one route costs a few comparisons per
-    request. Requests of the same family (the same header but for one name) are found a
-    read at a time too, and answered by name.
-    """
-
-    last_shape: RepeatShape | None
+class RawAnswerer(Protocol):
+    """Answers some requests from their raw frames, before they are decoded (the name
+    server's route-query fast path). The server calls it once per read and does not know
+    what it answers."""
 
     def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
         """Append the answers to ``frames[start:]`` up to the first frame the normal way
         must take, and return that frame's index (``len(frames)``: all answered)."""
-
-    def ready(self, shape: RepeatShape) -> bool:
-        """Whether ``answer_repeats`` may answer ``shape`` now (else the normal way)."""
-
-    def answer_repeats(self, shape: RepeatShape, runs: list[OpaqueRun]) -> bytes:
-        """The answer frames to ``shape`` repeated with these opaques, in order."""
-
-    def answer_family(
-        self, family: RequestFamily, found: list[FamilyFrame], out: list[bytes]
-    ) -> int:
-        """Append the answers to ``found`` up to the first one the normal way must take,
-        and return how many were answered."""
 
 
 CLOSED: Final = "channel_closed"
@@ -136,7 +106,6 @@ class Connection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         self._close_reason = CLOSED
         self._timer: asyncio.TimerHandle | None = None
-        self._repeat: RepeatShape | None = None  # the last request the fast path answered
         # An answer being awaited, and the frames that arrived after its request.
         self._waiting: asyncio.Task[None] | None = None
         self._backlog: deque[RawFrame] = deque()
@@ -200,25 +169,6 @@ class Connection(asyncio.Protocol):
             return
         before = decoder.buffered
         out: list[bytes] = []
-        repeat = self._repeat
-        if repeat is not None:  # so there is a fast path: it answered before
-            fast_path: FastPath = self.server.fast_path  # type: ignore[assignment]
-            decoder.push(data)
-            data = b""
-            if fast_path.ready(repeat):
-                runs = decoder.take_repeats(repeat.prefix, repeat.suffix)
-                if runs:
-                    out.append(fast_path.answer_repeats(repeat, runs))
-            family = repeat.family
-            if family is not None and decoder.buffered:
-                answer = partial(fast_path.answer_family, family, out=out)
-                if decoder.take_family(family, answer):
-                    self._repeat = fast_path.last_shape
-            if not decoder.buffered:  # the usual end: every frame was answered here
-                if out:
-                    self._send(b"".join(out) if len(out) > 1 else out[0])
-                self._frame_done()
-                return
         broken: FrameError | None = None
         try:
             frames = decoder.feed_raw(data)
@@ -260,16 +210,13 @@ class Connection(asyncio.Protocol):
         """Append the answers to ``frames`` to ``out`` until one must be awaited or does not
         decode; returns the index of the first frame not handled and the decode error."""
         handler = self.server.handler
-        fast_path = self.server.fast_path
+        raw_answerer = self.server.raw_answerer
         index, count = 0, len(frames)
         while index < count:
-            if fast_path is not None:
-                answered_to = fast_path.answer(frames, index, out)
-                if answered_to > index:
-                    self._repeat = fast_path.last_shape
-                    index = answered_to
-                    if index == count:
-                        break
+            if raw_answerer is not None:
+                index = raw_answerer.answer(frames, index, out)
+                if index == count:
+                    break
             serialize, header, body, body_crc = frames[index]
             try:
                 command = decode_command(serialize, header, body, body_crc)
@@ -513,14 +460,14 @@ class RemotingServer:
         handler: Handler,
         *,
         on_close: CloseListener = lambda conn, reason: None,
-        fast_path: FastPath | None = None,
+        raw_answerer: RawAnswerer | None = None,
         limits: ServerLimits | None = None,
         backlog: int = 1024,
         tls: TlsContextHolder | None = None,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
-        self.fast_path = fast_path
+        self.raw_answerer = raw_answerer
         self.limits = limits or ServerLimits()
         self.backlog = backlog
         self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled

@@ -1,6 +1,7 @@
-"""Families of route queries (one header layout, any topic): reads of them are answered byte
-for byte as the normal path answers them one by one, however the stream is cut, and frames
-that do not belong are left to the normal path."""
+"""The route-query fast path against the normal path: the same random streams (queries of
+several layouts for routed and unrouted topics, odd opaques, bodies, other codes, zone-mode
+fields, misframed length words), cut into random reads, must produce byte-identical answers
+and the same close."""
 
 from __future__ import annotations
 
@@ -12,16 +13,15 @@ from hypothesis import strategies as st
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.model import TopicConfig
-from pynamesrv.remoting.codec import encode, encode_frame
+from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
-from pynamesrv.remoting.repeats import RequestFamily
 from pynamesrv.remoting.server import Connection, RemotingServer, ServerLimits
 
 from .test_fast_path import register_topics
 
 # Driven without an event loop: no idle or incomplete-frame timers.
 NO_TIMERS = ServerLimits(idle_seconds=0, frame_read_timeout_s=0)
-ROUTED = ["TopicA", "TopicB-1", "t%x|y_Z", "T/ö"]  # the last one cannot be in a family
+ROUTED = ["TopicA", "TopicB-1", "t%x|y_Z", "T/ö"]
 UNROUTED = ["Missing", "X" * 130]
 
 
@@ -63,7 +63,7 @@ class Wire:
 def serve(chunks: list[bytes], fast: bool) -> Wire:
     ctrl = controller()
     server = RemotingServer(
-        ctrl._handle, fast_path=ctrl._route_fast_path if fast else None, limits=NO_TIMERS
+        ctrl.handle, raw_answerer=ctrl.route_fast_path if fast else None, limits=NO_TIMERS
     )
     conn, wire = Connection(server), Wire()
     conn.connection_made(wire)  # type: ignore[arg-type]
@@ -74,10 +74,17 @@ def serve(chunks: list[bytes], fast: bool) -> Wire:
     return wire
 
 
-def java_query(topic: str, opaque: int, version: int = 401) -> bytes:
+def java_query(topic: str, opaque: int, version: int = 401, **ext: str) -> bytes:
     return encode(
-        RemotingCommand(code=105, version=version, opaque=opaque, ext_fields={"topic": topic})
+        RemotingCommand(
+            code=105, version=version, opaque=opaque, ext_fields={"topic": topic, **ext}
+        )
     )
+
+
+def zone_query(topic: str, opaque: int) -> bytes:
+    """A 5.x zone-mode query: its answer depends on the zone, not only on the topic."""
+    return java_query(topic, opaque, 401, __ZONE_MODE="true", __ZONE_NAME="zoneA")
 
 
 def raw_query(topic: str, digits: str) -> bytes:
@@ -97,9 +104,10 @@ def misframed(frame: bytes, delta: int) -> bytes:
 
 topics = st.sampled_from(ROUTED + UNROUTED)
 opaques = st.integers(0, 2**31 - 1)
-family_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
+routed_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
 frames = st.one_of(
-    st.builds(java_query, topics, opaques),  # unrouted and non-family topics too
+    st.builds(java_query, topics, opaques),  # unrouted topics too
+    st.builds(zone_query, topics, opaques),
     st.builds(java_query, topics, opaques, st.sampled_from([317, 402])),  # other layouts
     st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5", "2147483648"])),
     st.builds(lambda o: encode(RemotingCommand(code=106, opaque=o)), opaques),
@@ -110,7 +118,7 @@ frames = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 9), family_queries, frames).map(lambda t: t[1 + (t[0] > 7)]),
+        st.tuples(st.integers(0, 9), routed_queries, frames).map(lambda t: t[1 + (t[0] > 7)]),
         min_size=2,
         max_size=60,
     ),
@@ -135,50 +143,12 @@ def test_answers_equal_the_normal_path(
     assert (bytes(fast.written), fast.closed) == (bytes(normal.written), normal.closed)
 
 
-def test_a_read_of_queries_for_many_topics_is_found_in_one_go() -> None:
-    family = RequestFamily(b'{"code":105,"extFields":{"topic":"', b'"},"v":1,"opaque":', b"}")
-    stream = b"".join(
-        encode_frame(SerializeType.JSON, b'{"code":105,"extFields":{"topic":"%s"},"v":1,'
-                     b'"opaque":%d}' % (topic, opaque), b"")
-        for opaque, topic in enumerate([b"A", b"Bb", b"C%|_-9", b"A"] * 5)
-    )  # fmt: skip
-    found, taken = family.find(stream)
-    assert taken == len(stream) == family.size(found)
-    assert [(name, digits) for _, name, digits in found[:5]] == [
-        (b"A", b"0"), (b"Bb", b"1"), (b"C%|_-9", b"2"), (b"A", b"3"), (b"A", b"4")
-    ]  # fmt: skip
-    assert [lengths for lengths, _, _ in found] == [
-        stream[start : start + 8] for start in _frame_starts(stream)
-    ]
-
-
-def _frame_starts(stream: bytes) -> list[int]:
-    starts, at = [], 0
-    while at < len(stream):
-        starts.append(at)
-        at += 4 + struct.unpack_from(">i", stream, at)[0]
-    return starts
-
-
-def test_mixed_topic_reads_are_answered_by_the_family_path() -> None:
+def test_a_read_of_queries_for_many_topics_is_answered_by_the_fast_path() -> None:
     ctrl = controller()
-    fast_path = ctrl._route_fast_path
-    server = RemotingServer(ctrl._handle, fast_path=fast_path, limits=NO_TIMERS)
+    server = RemotingServer(ctrl.handle, raw_answerer=ctrl.route_fast_path, limits=NO_TIMERS)
     conn, wire = Connection(server), Wire()
     conn.connection_made(wire)  # type: ignore[arg-type]
-    conn.data_received(java_query("TopicA", 1))  # learns the layout
-    family = fast_path.last_shape.family  # type: ignore[union-attr]
-    assert family is not None
-    block = b"".join(java_query(ROUTED[(n + 1) % 3], 2 + n) for n in range(30))
-    answered: list[int] = []
-    original = fast_path.answer_family
-
-    def spy(*args: object, **kwargs: object) -> int:
-        answered.append(original(*args, **kwargs))  # type: ignore[arg-type]
-        return answered[-1]
-
-    fast_path.answer_family = spy  # type: ignore[method-assign]
-    conn.data_received(block)
-    assert answered == [30] and conn.decoder.buffered == 0
-    assert set(family.members) == {b"TopicA", b"TopicB-1", b"t%x|y_Z"}
-    assert ctrl.stats.route_query_hits == 31
+    conn.data_received(b"".join(java_query(ROUTED[n % 3], 2 + n) for n in range(30)))
+    assert ctrl.route_fast_path.shapes == 3  # learned once each, then answered from bytes
+    assert ctrl.stats.route_query_hits == 30 and conn.decoder.buffered == 0
+    assert len(FrameDecoder().feed(bytes(wire.written))) == 30
