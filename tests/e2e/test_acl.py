@@ -275,7 +275,7 @@ async def test_without_accounts_writes_stay_open_as_in_java(
     # A signature nobody checks is ignored, as Java's name server ignores it.
     answer = await client.request(sign(WRITES[1].request(), WRONG_SECRET))
     assert answer.code == ResponseCode.SUCCESS
-    assert status_view(ns, 0, True)["access"]["adminWrites"] == "open"
+    assert status_view(ns.view, 0)["access"]["adminWrites"] == "open"
 
 
 async def test_routes_and_registration_unaffected_unless_configured(
@@ -301,7 +301,7 @@ async def test_routes_and_registration_unaffected_unless_configured(
     await broker.stop()
     brokers.clear()
     assert (await query_route(ns.port, "Orders")).code == ResponseCode.TOPIC_NOT_EXIST
-    status = status_view(ns, 0, True)["access"]
+    status = status_view(ns.view, 0)["access"]
     assert status == {
         "adminWrites": "authenticated",
         "aclFile": str(acl_file),

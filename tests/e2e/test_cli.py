@@ -120,8 +120,8 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
         proc.kill()
     log = proc.stderr.read().decode()  # type: ignore[union-attr]
     assert f"address 127.0.0.1:{port}" in log
-    assert "new broker registered, C cli-broker id=0 addr=127.0.0.1:10911" in log
-    assert "broker removed, reason unregister" in log
+    assert "new broker registered: C/cli-broker id=0 at 127.0.0.1:10911" in log
+    assert "broker removed (unregister): C/cli-broker id=0 at 127.0.0.1:10911" in log
     assert "The Name Server stopped" in log
     assert list((tmp_path / "journal").rglob("events-*.jsonl")), "no journal was written"
 

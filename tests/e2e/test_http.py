@@ -33,14 +33,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture
 async def http_of() -> AsyncIterator[HttpOf]:
-    """The controller's own HTTP server when it runs one, else one started here on port 0."""
+    """An HTTP server for a controller, started here on port 0 (as the app wires it)."""
     started: list[HttpServer] = []
 
     async def of(ctrl: NamesrvController) -> HttpServer:
-        running = getattr(ctrl, "http", None)
-        if isinstance(running, HttpServer) and running.port:
-            return running
-        server = HttpServer(ctrl)
+        server = HttpServer(ctrl.view)
         await server.start("127.0.0.1", 0)
         started.append(server)
         return server
@@ -290,7 +287,7 @@ async def test_healthz_503_before_the_name_server_serves(tmp_path: Path) -> None
         ),
         host="127.0.0.1",
     )  # never started: no remoting port yet
-    http = HttpServer(ctrl)
+    http = HttpServer(ctrl.view)
     port = await http.start("127.0.0.1", 0)
     try:
         status, _, _ = await get(port, "/healthz")

@@ -95,12 +95,8 @@ async def test_status_page_shows_brokers_and_a_searched_route(
     namesrv: NamesrvController, browser_page: Any, start_namesrv: Any, tmp_path: Path
 ) -> None:
     page = browser_page
-    running = getattr(namesrv, "http", None)
-    http = running if isinstance(running, HttpServer) and running.port else None
-    own = http is None
-    if http is None:
-        http = HttpServer(namesrv)
-        await http.start("127.0.0.1", 0)
+    http = HttpServer(namesrv.view)
+    await http.start("127.0.0.1", 0)
     brokers = [
         broker(namesrv, "broker-a", 10911, {"OrderEvents": (8, 8, 6), "Payments": (4, 4, 6)}),
         broker(namesrv, "broker-b", 10921, {"OrderEvents": (4, 2, 4), "Audit": (1, 1, 6)}),
@@ -165,7 +161,7 @@ async def test_status_page_shows_brokers_and_a_searched_route(
         )
         accounts.chmod(0o600)
         secured = await start_namesrv(aclFile=str(accounts))
-        secured_http = HttpServer(secured)
+        secured_http = HttpServer(secured.view)
         await secured_http.start("127.0.0.1", 0)
         try:
             await page.goto(f"http://127.0.0.1:{secured_http.port}/")
@@ -177,5 +173,4 @@ async def test_status_page_shows_brokers_and_a_searched_route(
     finally:
         for client in [*brokers, late]:
             await client.stop()
-        if own:
-            await http.stop()
+        await http.stop()

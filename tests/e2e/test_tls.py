@@ -518,7 +518,7 @@ async def test_https_healthz_and_its_certificate_reload(
     shutil.copyfile(tls_files.server_cert, cert)
     shutil.copyfile(tls_files.server_key, key)
     ns = await start_namesrv(httpTlsCertPath=str(cert), httpTlsKeyPath=str(key))
-    http = HttpServer(ns)
+    http = HttpServer(ns.view)
     port = await http.start("127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:

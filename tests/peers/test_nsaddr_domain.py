@@ -28,12 +28,8 @@ OUTER_GRACE = 15.0
 async def test_rocketmq_client_cpp_finds_us_through_nsaddr(
     cpp_client: list[str], namesrv: NamesrvController, peer_route: PeerRoute, tmp_path: Path
 ) -> None:
-    running = getattr(namesrv, "http", None)
-    http = running if isinstance(running, HttpServer) and running.port else None
-    own = http is None
-    if http is None:
-        http = HttpServer(namesrv)
-        await http.start("127.0.0.1", 0)
+    http = HttpServer(namesrv.view)
+    await http.start("127.0.0.1", 0)
     home = tmp_path / "cpp-home"
     home.mkdir()
     body = "hello from rocketmq-client-cpp via /rocketmq/nsaddr"
@@ -51,8 +47,7 @@ async def test_rocketmq_client_cpp_finds_us_through_nsaddr(
             argv, timeout=CPP_HARD_TIMEOUT + OUTER_GRACE, env={**os.environ, "HOME": str(home)}
         )
     finally:
-        if own:
-            await http.stop()
+        await http.stop()
 
     broker = peer_route.broker
     logs = sorted((home / "logs" / "rocketmq-cpp").glob("*.log*"))

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import click
 
+from pynamesrv.app import NameServer
 from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry
-from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.controller import ListenError
 from pynamesrv.namesrv.kvconfig import KvConfigError
 
 
@@ -31,15 +32,15 @@ def install_event_loop_policy() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _run(controller: NamesrvController) -> None:
+async def _run(server: NameServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await controller.start()
+    await server.start()
     await stop.wait()
     logging.getLogger("pynamesrv").info("shutdown requested, stopping")
-    await controller.stop()
+    await server.stop()
 
 
 @click.command()
@@ -104,7 +105,6 @@ def serve(
         for problem in exc.problems:
             click.echo(f"Error: {exc.source}: {problem}", err=True)
         sys.exit(2)
-    config = registry.config
     if registry.loaded_from is not None:  # the -c file, or what updates persisted before
         click.echo(f"load config properties file OK, {registry.loaded_from}", err=True)
     if print_config:
@@ -118,15 +118,17 @@ def serve(
     )
     install_event_loop_policy()
     try:
-        controller = NamesrvController(registry=registry)
+        server = NameServer(registry)
     except ValueError as exc:  # TLS files or the accounts file that do not load
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     try:
-        asyncio.run(_run(controller))
+        asyncio.run(_run(server))
     except KvConfigError as exc:
         raise click.ClickException(f"cannot load the KV store: {exc}") from exc
-    except OSError as exc:
+    except ListenError as exc:
+        flag = {"listenPort": " / --port", "httpPort": " / --http-port"}.get(exc.key, "")
         raise click.ClickException(
-            f"cannot listen on {config.bind_address}:{config.listen_port}: {exc.strerror or exc}"
+            f"cannot listen on {exc.host}:{exc.port}: {exc.reason} "
+            f"(the port is set by {exc.key}{flag})"
         ) from exc

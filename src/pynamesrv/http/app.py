@@ -28,10 +28,10 @@ import orjson
 from aiohttp import web
 
 from pynamesrv.http import views
-from pynamesrv.http.metrics import build_registry, is_ready, render
+from pynamesrv.http.metrics import build_registry, render
 
 if TYPE_CHECKING:
-    from pynamesrv.namesrv.controller import NamesrvController
+    from pynamesrv.namesrv.view import NamesrvView
 
 log = logging.getLogger("pynamesrv.http")
 
@@ -75,9 +75,9 @@ def _json(data: Any, status: int = 200) -> web.Response:
 class HttpServer:
     """Serves the HTTP endpoints of one name server; start after the controller's port."""
 
-    def __init__(self, controller: NamesrvController) -> None:
-        self.controller = controller
-        self.registry = build_registry(controller, lambda: self.nsaddr_requests)
+    def __init__(self, view: NamesrvView) -> None:
+        self.view = view
+        self.registry = build_registry(view, lambda: self.nsaddr_requests)
         self.port = 0
         self.nsaddr_requests = 0  # clients finding us through the address service
         self._page, self._csp = _load_page()
@@ -106,7 +106,7 @@ class HttpServer:
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         try:
-            tls = self.controller.http_tls
+            tls = self.view.http_tls
             ssl_context = tls.following_context() if tls is not None else None
             site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
             await site.start()
@@ -128,7 +128,7 @@ class HttpServer:
 
     @property
     def ready(self) -> bool:
-        return is_ready(self.controller)
+        return self.view.ready
 
     # ------------------------------------------------------------------ handlers
 
@@ -151,14 +151,14 @@ class HttpServer:
         self.nsaddr_requests += 1
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         local = sockname[0] if isinstance(sockname, tuple) else None
-        text = views.nsaddr_text(self.controller, request.headers.get("Host"), local)
+        text = views.nsaddr_text(self.view, request.headers.get("Host"), local)
         return web.Response(text=text, content_type=TEXT_PLAIN)
 
     async def api_status(self, request: web.Request) -> web.Response:
-        return _json(views.status_view(self.controller, _now_ms(), self.ready))
+        return _json(views.status_view(self.view, _now_ms()))
 
     async def api_clusters(self, request: web.Request) -> web.Response:
-        return _json(views.clusters_view(self.controller, _now_ms()))
+        return _json(views.clusters_view(self.view, _now_ms()))
 
     async def api_topics(self, request: web.Request) -> web.Response:
         query = request.query.get("q", "")
@@ -167,11 +167,11 @@ class HttpServer:
         except ValueError:
             return _json({"error": "limit must be an integer"}, status=400)
         limit = max(1, min(limit, views.MAX_TOPIC_LIMIT))
-        return _json(views.topics_view(self.controller, query, limit))
+        return _json(views.topics_view(self.view, query, limit))
 
     async def api_route(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
-        body = views.route_body(self.controller, topic)
+        body = self.view.route_body(topic)
         if body is None:
             return _json({"error": "no route", "topic": topic}, status=404)
         return web.Response(body=body, content_type="application/json")

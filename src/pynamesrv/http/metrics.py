@@ -12,7 +12,6 @@ with the deployment and would blow up the time-series database.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
@@ -28,6 +27,7 @@ from prometheus_client.utils import floatToGoString
 
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
+from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
 from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.server import (
     REFUSED_BUFFER_BUDGET,
@@ -37,7 +37,7 @@ from pynamesrv.remoting.server import (
 )
 
 if TYPE_CHECKING:
-    from pynamesrv.namesrv.controller import NamesrvController
+    from pynamesrv.namesrv.view import NamesrvView
 
 OTHER_CODE: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
@@ -56,56 +56,36 @@ REMOVAL_REASONS: Final = (
     RemovalReason.CHANNEL_ERROR,
     RemovalReason.CHANNEL_IDLE,
 )
-_KNOWN_CODES: Final = frozenset(int(code) for code in RequestCode)
 _LE: Final = [floatToGoString(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
-
-
-def is_ready(controller: NamesrvController) -> bool:
-    """Serving route queries: the remoting port is bound (the controller sets it in start)."""
-    return controller.port != 0
 
 
 def _request_series(
     requests: dict[int, RequestHistogram],
 ) -> list[tuple[str, str, list[int], float]]:
-    """(code, name, cumulative buckets, sum) per known code, unknown codes folded into one.
-
-    Folding keeps the label set bounded whatever codes a client sends.
-    """
-    series: list[tuple[str, str, list[int], float]] = []
-    other_buckets: list[int] | None = None
-    other_sum = 0.0
+    """(code, name, cumulative buckets, sum) per code; ``NamesrvStats`` already keeps every
+    code the name server does not know in one histogram (``OTHER_CODE``), so the label set
+    stays bounded whatever codes clients send."""
+    series = []
     for code in sorted(requests):
         histogram = requests[code]
-        if code in _KNOWN_CODES:
-            series.append(
-                (str(code), RequestCode(code).name, histogram.cumulative(), histogram.sum_s)
-            )
-            continue
-        cumulative = histogram.cumulative()
-        if other_buckets is None:
-            other_buckets = cumulative
+        if code == STATS_OTHER_CODE:
+            label, name = OTHER_CODE, UNKNOWN_NAME
         else:
-            other_buckets = [a + b for a, b in zip(other_buckets, cumulative, strict=True)]
-        other_sum += histogram.sum_s
-    if other_buckets is not None:
-        series.append((OTHER_CODE, UNKNOWN_NAME, other_buckets, other_sum))
+            label, name = str(code), RequestCode(code).name
+        series.append((label, name, histogram.cumulative(), histogram.sum_s))
     return series
 
 
 class NamesrvCollector(Collector):
     """Reads the controller's live state on every scrape (single event loop: no locks)."""
 
-    def __init__(
-        self, controller: NamesrvController, nsaddr_requests: Callable[[], int] | None = None
-    ) -> None:
-        self.controller = controller
+    def __init__(self, view: NamesrvView, nsaddr_requests: Callable[[], int] | None = None) -> None:
+        self.view = view
         self.nsaddr_requests = nsaddr_requests
 
     def collect(self) -> Iterator[Metric]:
-        ctrl = self.controller
-        stats = ctrl.stats
-        routes = ctrl.routes
+        view = self.view
+        stats = view.stats
 
         requests = CounterMetricFamily(
             "pynamesrv_requests",
@@ -139,15 +119,13 @@ class NamesrvCollector(Collector):
             "Broker addresses currently registered and not expired, by cluster.",
             labels=["cluster"],
         )
-        per_cluster: Counter[str] = Counter({cluster: 0 for cluster in routes.cluster_addr_table})
-        for cluster, _addr in routes.broker_live_table:
-            per_cluster[cluster] += 1
+        per_cluster = view.live_brokers_per_cluster()
         for cluster in sorted(per_cluster):
             live.add_metric([cluster], per_cluster[cluster])
         yield live
 
         yield GaugeMetricFamily(
-            "pynamesrv_topics", "Topics with a route.", value=len(routes.topic_queue_table)
+            "pynamesrv_topics", "Topics with a route.", value=view.topic_count()
         )
         yield CounterMetricFamily(
             "pynamesrv_broker_registrations",
@@ -181,25 +159,26 @@ class NamesrvCollector(Collector):
         yield GaugeMetricFamily(
             "pynamesrv_connections",
             "Open remoting connections (brokers, clients, admin tools).",
-            value=len(ctrl.server.connections),
+            value=view.connections(),
         )
         refused = CounterMetricFamily(
             "pynamesrv_connections_refused",
             "Connections the server closed because of a limit or a malformed frame, by reason.",
             labels=["reason"],
         )
-        for reason in sorted(set(REFUSAL_REASONS) | set(ctrl.server.refused)):
-            refused.add_metric([reason], ctrl.server.refused.get(reason, 0))
+        refusals = view.refusals()
+        for reason in sorted(set(REFUSAL_REASONS) | set(refusals)):
+            refused.add_metric([reason], refusals.get(reason, 0))
         yield refused
         yield GaugeMetricFamily(
             "pynamesrv_buffered_bytes",
             "Bytes of incomplete frames all connections hold (capped by maxBufferedBytes).",
-            value=ctrl.server.buffered_bytes,
+            value=view.buffered_bytes(),
         )
         yield GaugeMetricFamily(
             "pynamesrv_kv_entries",
             "Entries in the KV config store, all namespaces.",
-            value=sum(len(entries) for entries in ctrl.kv.table.values()),
+            value=view.kv_entries(),
         )
         if self.nsaddr_requests is not None:
             yield CounterMetricFamily(
@@ -207,27 +186,27 @@ class NamesrvCollector(Collector):
                 "Requests to the address service (/rocketmq/nsaddr): clients looking us up.",
                 value=self.nsaddr_requests(),
             )
-        journal = getattr(ctrl, "journal", None)
-        if journal is not None:
+        lag = view.journal_lag_s()
+        if lag is not None:
             yield GaugeMetricFamily(
                 "pynamesrv_journal_lag_seconds",
                 "How far the journal writer is behind the events it was given (lag_seconds()).",
-                value=float(journal.lag_seconds()),
+                value=lag,
             )
         yield GaugeMetricFamily("pynamesrv_up", "The process is running.", value=1)
         yield GaugeMetricFamily(
             "pynamesrv_ready",
             "1 when the name server answers remoting requests.",
-            value=1 if is_ready(ctrl) else 0,
+            value=1 if view.ready else 0,
         )
 
 
 def build_registry(
-    controller: NamesrvController, nsaddr_requests: Callable[[], int] | None = None
+    view: NamesrvView, nsaddr_requests: Callable[[], int] | None = None
 ) -> CollectorRegistry:
     """A registry of its own holding only this name server's collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NamesrvCollector(controller, nsaddr_requests))
+    registry.register(NamesrvCollector(view, nsaddr_requests))
     return registry
 
 

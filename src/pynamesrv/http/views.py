@@ -12,12 +12,10 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamesrv import __version__
-from pynamesrv.namesrv.acl import open_status
-from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG
 from pynamesrv.remoting.codes import MASTER_ID, Perm
 
 if TYPE_CHECKING:
-    from pynamesrv.namesrv.controller import NamesrvController
+    from pynamesrv.namesrv.view import NamesrvView
 
 DEFAULT_TOPIC_LIMIT: Final = 100
 MAX_TOPIC_LIMIT: Final = 1000
@@ -40,49 +38,36 @@ def broker_state(age_ms: int, timeout_ms: int) -> str:
     return "expiring" if age_ms * 2 > timeout_ms else "live"
 
 
-def status_view(ctrl: NamesrvController, now_ms: int, ready: bool) -> dict[str, Any]:
+def status_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
     """Headline numbers for the status page."""
-    routes = ctrl.routes
-    journal = getattr(ctrl, "journal", None)
-    access = getattr(ctrl, "access", None)
+    stats = view.stats
     return {
         "version": __version__,
-        "listenAddr": f"{_bracket(ctrl.host)}:{ctrl.port}",
-        "ready": ready,
+        "listenAddr": f"{_bracket(view.host)}:{view.port}",
+        "ready": view.ready,
         "nowMs": now_ms,
-        "clusters": len(routes.cluster_addr_table),
-        "brokerGroups": len(routes.broker_addr_table),
-        "brokersLive": len(routes.broker_live_table),
-        "topics": len(routes.topic_queue_table),
-        "connections": len(ctrl.server.connections),
-        "kvEntries": sum(len(entries) for entries in ctrl.kv.table.values()),
-        "routeQueries": {
-            "hit": ctrl.stats.route_query_hits,
-            "miss": ctrl.stats.route_query_misses,
-        },
-        "journalLagS": float(journal.lag_seconds()) if journal is not None else None,
+        **view.counts(),
+        "connections": view.connections(),
+        "kvEntries": view.kv_entries(),
+        "routeQueries": {"hit": stats.route_query_hits, "miss": stats.route_query_misses},
+        "journalLagS": view.journal_lag_s(),
         # "open" (anyone may write, Java's default) or "authenticated" (aclFile is set)
-        "access": access.status() if access is not None else open_status(),
+        "access": view.access_status(),
     }
 
 
-def clusters_view(ctrl: NamesrvController, now_ms: int) -> dict[str, Any]:
+def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
     """Clusters -> broker groups -> broker addresses with their liveness."""
-    routes = ctrl.routes
     clusters = []
-    for cluster in sorted(routes.cluster_addr_table):
-        groups = []
-        for name in sorted(routes.cluster_addr_table[cluster]):
-            broker_data = routes.broker_addr_table.get(name)
-            if broker_data is None:
-                continue
-            brokers = []
-            for broker_id, addr in sorted(broker_data.broker_addrs.items()):
-                live = routes.broker_live_table.get((cluster, addr))
+    for cluster, groups in view.clusters():
+        shown = []
+        for name, brokers in groups:
+            entries = []
+            for broker in brokers:
                 entry: dict[str, Any] = {
-                    "brokerId": broker_id,
-                    "role": "master" if broker_id == MASTER_ID else "slave",
-                    "address": addr,
+                    "brokerId": broker.broker_id,
+                    "role": "master" if broker.broker_id == MASTER_ID else "slave",
+                    "address": broker.address,
                     "state": "unknown",
                     "lastHeartbeatMs": None,
                     "heartbeatAgeS": None,
@@ -90,6 +75,7 @@ def clusters_view(ctrl: NamesrvController, now_ms: int) -> dict[str, Any]:
                     "dataVersion": None,
                     "haServerAddr": None,
                 }
+                live = broker.live
                 if live is not None:
                     age_ms = max(0, now_ms - live.last_update_ms)
                     entry.update(
@@ -100,21 +86,21 @@ def clusters_view(ctrl: NamesrvController, now_ms: int) -> dict[str, Any]:
                         dataVersion=live.data_version.to_json(),
                         haServerAddr=live.ha_server_addr,
                     )
-                brokers.append(entry)
-            groups.append({"brokerName": name, "brokers": brokers})
-        clusters.append({"cluster": cluster, "brokerGroups": groups})
+                entries.append(entry)
+            shown.append({"brokerName": name, "brokers": entries})
+        clusters.append({"cluster": cluster, "brokerGroups": shown})
     return {"nowMs": now_ms, "clusters": clusters}
 
 
-def topics_view(ctrl: NamesrvController, query: str, limit: int) -> dict[str, Any]:
+def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
     """Topics whose name contains ``query`` (any case), first ``limit`` by name.
 
     ``heapq.nsmallest`` keeps this O(n log limit): a page refreshing every few seconds over
     100,000 topics must not sort them all each time.
     """
-    table = ctrl.routes.topic_queue_table
     needle = query.lower()
-    matched = [t for t in table if needle in t.lower()] if needle else list(table)
+    names = view.topic_names()
+    matched = [t for t in names if needle in t.lower()] if needle else list(names)
     shown = heapq.nsmallest(limit, matched)
     topics = []
     for topic in shown:
@@ -126,7 +112,7 @@ def topics_view(ctrl: NamesrvController, query: str, limit: int) -> dict[str, An
                 "perm": q.perm,
                 "permText": perm_text(q.perm),
             }
-            for q in sorted(table[topic].values(), key=lambda q: q.broker_name)
+            for q in view.topic_queues(topic)
         ]
         topics.append(
             {
@@ -137,38 +123,26 @@ def topics_view(ctrl: NamesrvController, query: str, limit: int) -> dict[str, An
             }
         )
     return {
-        "total": len(table),
+        "total": view.topic_count(),
         "matched": len(matched),
         "truncated": len(matched) > len(shown),
         "topics": topics,
     }
 
 
-def route_body(ctrl: NamesrvController, topic: str) -> bytes | None:
-    """GET_ROUTEINFO_BY_TOPIC's body in standard JSON, byte for byte, or None (no route).
-
-    The same cached bytes a 4.9.4+ client gets, so the page can never disagree with the wire.
-    """
-    order_conf = (
-        ctrl.kv.get(ORDER_TOPIC_CONFIG, topic) if ctrl.config.order_message_enable else None
-    )
-    return ctrl.routes.route_body(topic, True, order_conf)
-
-
-def nsaddr_text(ctrl: NamesrvController, host_header: str | None, local_host: str | None) -> str:
+def nsaddr_text(view: NamesrvView, host_header: str | None, local_host: str | None) -> str:
     """What the address service serves: ``nsAddrList`` if set, else this server's address.
 
     A server bound to a wildcard address does not know which of its addresses a client can
     reach, so it answers with the host the client used (Host header, without the port:
     rocketmq-client-cpp sends none), or else the local address the request arrived on.
     """
-    configured = ctrl.config.ns_addr_list.strip()
-    if configured:
-        return configured
-    host = ctrl.host
+    if view.ns_addr_list:
+        return view.ns_addr_list
+    host = view.host
     if host in _WILDCARD_HOSTS:
         host = _host_part(host_header) or local_host or "127.0.0.1"
-    return f"{_bracket(host)}:{ctrl.port}"
+    return f"{_bracket(host)}:{view.port}"
 
 
 def _host_part(host_header: str | None) -> str | None:

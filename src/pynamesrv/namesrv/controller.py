@@ -9,7 +9,6 @@ loop but keep their order.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import socket
 import time
@@ -17,18 +16,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pynamesrv import __version__
 from pynamesrv.namesrv.acl import AccessControl, is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
-from pynamesrv.namesrv.events import (
-    BrokerRegistered,
-    BrokerRemoved,
-    ConfigChanged,
-    Event,
-    TopicRemoved,
-)
+from pynamesrv.namesrv.eventlog import EventLog
+from pynamesrv.namesrv.events import ConfigChanged, Event
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.journal import Journal
@@ -36,12 +30,10 @@ from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.namesrv.view import NamesrvView
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
-
-if TYPE_CHECKING:
-    from pynamesrv.http.app import HttpServer
 
 log = logging.getLogger("pynamesrv")
 
@@ -71,6 +63,15 @@ def server_limits(config: NamesrvConfig) -> ServerLimits:
     if config.write_buffer_low_water_mark:
         limits.write_low_water = config.write_buffer_low_water_mark
     return limits
+
+
+class ListenError(OSError):
+    """A port could not be bound; names the port and the config key that sets it."""
+
+    def __init__(self, key: str, host: str, port: int, cause: OSError) -> None:
+        reason = (cause.strerror or str(cause)).lower()
+        super().__init__(cause.errno, f"cannot listen on {host}:{port}: {reason} ({key})")
+        self.key, self.host, self.port, self.reason = key, host, port, reason
 
 
 class NamesrvController:
@@ -132,33 +133,21 @@ class NamesrvController:
         )
         self.port = 0
         self.journal: Journal | None = None
-        self.http: HttpServer | None = None
         self._window_start_ms = 0
         self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[list[Event]], None]] = [
             self.stats.on_events,
             self._apply_live_settings,
+            EventLog(),
         ]
+        self.view = NamesrvView(self)
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Be told of every state change (the journal and the tests listen here)."""
         self._listeners.append(listener)
 
     # ------------------------------------------------------------------ lifecycle
-
-    async def _start_http(self) -> None:
-        """Start the HTTP side. aiohttp takes ~0.4 s to import: that happens in a worker thread
-        while the remoting port, already listening, answers route queries."""
-        loop = asyncio.get_running_loop()
-        module = await loop.run_in_executor(None, importlib.import_module, "pynamesrv.http.app")
-        http = module.HttpServer(self)
-        try:
-            await http.start(self.host, self.config.http_port)
-        except OSError:
-            await self.server.stop()
-            raise
-        self.http = http
 
     @property
     def instance(self) -> str:
@@ -173,10 +162,11 @@ class NamesrvController:
             for leftover in remove_leftovers(Path(path)):
                 log.info("removed %s, left by an interrupted write", leftover)
         self.kv.load(Path(self.config.kv_config_path))
-        host, self.port = await self.server.start(self.host, self.config.listen_port)
+        try:
+            host, self.port = await self.server.start(self.host, self.config.listen_port)
+        except OSError as exc:
+            raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
-        if self.config.http_port != 0:
-            await self._start_http()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
         self._log_access(host)
@@ -267,9 +257,6 @@ class NamesrvController:
         if self._stopped:
             return
         self._stopped = True
-        if self.http is not None:  # /healthz stops saying ok before the port closes
-            await self.http.stop()
-            self.http = None
         for timer in self._timers:
             timer.cancel()
         await asyncio.gather(*self._timers, return_exceptions=True)
@@ -354,44 +341,8 @@ class NamesrvController:
                 self.server.limits.idle_seconds = self.config.server_channel_max_idle_time_seconds
 
     def on_events(self, events: list[Event]) -> None:
-        """Say in the log what changed and tell the listeners."""
+        """Tell the listeners (stats, the log, the journal, tests) what changed."""
         if not events:
             return
         for listener in self._listeners:
             listener(events)
-        for event in events:
-            if isinstance(event, BrokerRegistered):
-                if event.first:
-                    log.info(
-                        "new broker registered, %s %s id=%d addr=%s ha=%s topics=%d",
-                        event.cluster,
-                        event.broker_name,
-                        event.broker_id,
-                        event.broker_addr,
-                        event.ha_addr,
-                        event.topic_count,
-                    )
-                else:
-                    log.info(
-                        "broker %s id=%d %s re-registered: +%d ~%d topics, dataVersion %s",
-                        event.broker_name,
-                        event.broker_id,
-                        event.broker_addr,
-                        len(event.topics_added),
-                        len(event.topics_changed),
-                        event.data_version,
-                    )
-            elif isinstance(event, BrokerRemoved):
-                log.info(
-                    "broker removed, reason %s: %s %s id=%d addr=%s last heartbeat %s",
-                    event.reason,
-                    event.cluster,
-                    event.broker_name,
-                    event.broker_id,
-                    event.broker_addr,
-                    event.last_heartbeat_ts,
-                )
-            elif isinstance(event, TopicRemoved):
-                log.info("topic %s removed: %s", event.topic, event.reason)
-            elif log.isEnabledFor(logging.DEBUG):
-                log.debug("%s", event.to_record())

@@ -419,7 +419,8 @@ class DefaultRequestProcessor:
             self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
         )
 
-    def _route_body(self, topic: str | None, standard: bool) -> bytes | None:
+    def route_answer_body(self, topic: str | None, standard: bool) -> bytes | None:
+        """The body of a route answer, order config included when enabled (None: no route)."""
         config = self.registry.config
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
         return self.routes.route_body(topic, standard, order_conf)
@@ -434,7 +435,7 @@ class DefaultRequestProcessor:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
         topic = request.field("topic")
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        body = self._route_body(topic, standard)
+        body = self.route_answer_body(topic, standard)
         if body is None:
             self.stats.count_miss(_java(topic))
             return RemotingCommand.response_to(

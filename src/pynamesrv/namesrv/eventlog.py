@@ -1,0 +1,94 @@
+"""State changes as log lines: a listener beside the journal (the journal keeps every detail,
+the log tells an operator what happened in a sentence).
+
+Why a module of its own: the controller hands every batch of events to its listeners and
+should not know how each is worded. The rules: one line per broker that came or went (a
+removal that took topics with it is still one line, with how many), times as ISO-8601 and
+ages in seconds rather than epoch milliseconds, no Python reprs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
+
+log = logging.getLogger("pynamesrv")
+
+
+def iso_ms(ts_ms: int | None) -> str:
+    """Epoch milliseconds as ``2026-11-23T07:02:44.123Z`` (``-`` when unknown)."""
+    if ts_ms is None:
+        return "-"
+    return datetime.fromtimestamp(ts_ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _version(data_version: dict[str, int]) -> str:
+    return f"{data_version.get('counter', 0)}@{iso_ms(data_version.get('timestamp'))}"
+
+
+class EventLog:
+    """The listener, called with each batch of events the controller emits."""
+
+    def __call__(self, events: list[Event]) -> None:
+        removed_topics: dict[int, int] = {}  # index of a BrokerRemoved -> topics it took
+        last_removal = -1
+        for index, event in enumerate(events):
+            if isinstance(event, BrokerRemoved):
+                last_removal = index
+                removed_topics[index] = 0
+            elif (
+                isinstance(event, TopicRemoved)
+                and last_removal >= 0
+                and (event.reason == "no_broker")
+            ):
+                removed_topics[last_removal] += 1
+        for index, event in enumerate(events):
+            if isinstance(event, BrokerRegistered):
+                _registered(event)
+            elif isinstance(event, BrokerRemoved):
+                _removed(event, removed_topics[index])
+            elif isinstance(event, TopicRemoved):
+                if event.reason != "no_broker":  # those were counted in the removal's line
+                    log.info("topic %s removed (%s)", event.topic, event.reason)
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s", event.TYPE, event.to_record())
+
+
+def _registered(event: BrokerRegistered) -> None:
+    if event.first:
+        log.info(
+            "new broker registered: %s/%s id=%d at %s (ha %s), %d topics",
+            event.cluster,
+            event.broker_name,
+            event.broker_id,
+            event.broker_addr,
+            event.ha_addr or "-",
+            event.topic_count,
+        )
+    else:
+        log.info(
+            "broker %s/%s id=%d at %s re-registered: %d topics added, %d changed, dataVersion %s",
+            event.cluster,
+            event.broker_name,
+            event.broker_id,
+            event.broker_addr,
+            len(event.topics_added),
+            len(event.topics_changed),
+            _version(event.data_version),
+        )
+
+
+def _removed(event: BrokerRemoved, topics_gone: int) -> None:
+    gone = f"; {topics_gone} topics lost their last route" if topics_gone else ""
+    log.info(
+        "broker removed (%s): %s/%s id=%d at %s, last heartbeat %s%s",
+        event.reason,
+        event.cluster,
+        event.broker_name,
+        event.broker_id,
+        event.broker_addr,
+        iso_ms(event.last_heartbeat_ts),
+        gone,
+    )

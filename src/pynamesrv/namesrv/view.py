@@ -1,0 +1,142 @@
+"""The read API of a running name server: what the HTTP side (metrics, status page, JSON API,
+address service) may look at.
+
+Why a module of its own: the HTTP layer sits above ``namesrv`` and must not depend on how the
+registry, the KV store or the remoting server keep their state. It reads through these few
+methods, all cheap and all answering from the live state on the event loop (no copies of
+large tables, no locks: one loop owns everything).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pynamesrv.namesrv.acl import open_status
+from pynamesrv.namesrv.model import BrokerLiveInfo, QueueData
+from pynamesrv.namesrv.stats import NamesrvStats
+
+if TYPE_CHECKING:
+    from pynamesrv.namesrv.controller import NamesrvController
+    from pynamesrv.remoting.tls import TlsContextHolder
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerView:
+    """One address of a broker group and its liveness (None: registered but not live)."""
+
+    broker_id: int
+    address: str
+    live: BrokerLiveInfo | None
+
+
+class NamesrvView:
+    """Read-only access to one controller's state."""
+
+    def __init__(self, controller: NamesrvController) -> None:
+        self._ctrl = controller
+
+    # ------------------------------------------------------------------ the server itself
+
+    @property
+    def host(self) -> str:
+        return self._ctrl.host
+
+    @property
+    def port(self) -> int:
+        """The remoting port, 0 until it is bound."""
+        return self._ctrl.port
+
+    @property
+    def ready(self) -> bool:
+        """Serving route queries: the remoting port is bound."""
+        return self._ctrl.port != 0
+
+    @property
+    def ns_addr_list(self) -> str:
+        return self._ctrl.config.ns_addr_list.strip()
+
+    @property
+    def http_tls(self) -> TlsContextHolder | None:
+        return self._ctrl.http_tls
+
+    @property
+    def stats(self) -> NamesrvStats:
+        return self._ctrl.stats
+
+    def connections(self) -> int:
+        return len(self._ctrl.server.connections)
+
+    def refusals(self) -> Mapping[str, int]:
+        """Connections closed by a limit or a malformed frame, by reason."""
+        return self._ctrl.server.refused
+
+    def buffered_bytes(self) -> int:
+        return self._ctrl.server.buffered_bytes
+
+    def journal_lag_s(self) -> float | None:
+        journal = self._ctrl.journal
+        return None if journal is None else float(journal.lag_seconds())
+
+    def access_status(self) -> dict[str, Any]:
+        access = self._ctrl.access
+        return access.status() if access is not None else open_status()
+
+    def kv_entries(self) -> int:
+        return sum(len(entries) for entries in self._ctrl.kv.table.values())
+
+    # ------------------------------------------------------------------ routes
+
+    def counts(self) -> dict[str, int]:
+        routes = self._ctrl.routes
+        return {
+            "clusters": len(routes.cluster_addr_table),
+            "brokerGroups": len(routes.broker_addr_table),
+            "brokersLive": len(routes.broker_live_table),
+            "topics": len(routes.topic_queue_table),
+        }
+
+    def live_brokers_per_cluster(self) -> Counter[str]:
+        """Live broker addresses by cluster, every known cluster listed (0 when none)."""
+        routes = self._ctrl.routes
+        per_cluster: Counter[str] = Counter({cluster: 0 for cluster in routes.cluster_addr_table})
+        for cluster, _ in routes.broker_live_table:
+            per_cluster[cluster] += 1
+        return per_cluster
+
+    def clusters(self) -> Iterator[tuple[str, Iterator[tuple[str, list[BrokerView]]]]]:
+        """Clusters by name, each with its broker groups by name and their addresses."""
+        routes = self._ctrl.routes
+        for cluster in sorted(routes.cluster_addr_table):
+            yield cluster, self._groups(cluster)
+
+    def _groups(self, cluster: str) -> Iterator[tuple[str, list[BrokerView]]]:
+        routes = self._ctrl.routes
+        for name in sorted(routes.cluster_addr_table.get(cluster, ())):
+            broker_data = routes.broker_addr_table.get(name)
+            if broker_data is None:
+                continue
+            yield (
+                name,
+                [
+                    BrokerView(broker_id, addr, routes.broker_live_table.get((cluster, addr)))
+                    for broker_id, addr in sorted(broker_data.broker_addrs.items())
+                ],
+            )
+
+    def topic_names(self) -> Iterator[str]:
+        return iter(self._ctrl.routes.topic_queue_table)
+
+    def topic_count(self) -> int:
+        return len(self._ctrl.routes.topic_queue_table)
+
+    def topic_queues(self, topic: str) -> list[QueueData]:
+        """The topic's queue data by broker name (empty when it has no route)."""
+        queues = self._ctrl.routes.topic_queue_table.get(topic, {})
+        return sorted(queues.values(), key=lambda q: q.broker_name)
+
+    def route_body(self, topic: str) -> bytes | None:
+        """GET_ROUTEINFO_BY_TOPIC's body in standard JSON, byte for byte, or None."""
+        return self._ctrl.processor.route_answer_body(topic, standard=True)
