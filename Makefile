@@ -36,11 +36,13 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test $(NODE_DIR)/node_modules/.installed $(CHROMIUM)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 
 # Each prints its figures next to a reference measured in the same run (see README).
 bench: $(VENV)/.installed-test
