@@ -104,7 +104,7 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
     shown = heapq.nsmallest(limit, matched)
     topics = []
     for topic in shown:
-        queues = [
+        queues: list[dict[str, Any]] = [
             {
                 "brokerName": q.broker_name,
                 "readQueueNums": q.read_queue_nums,

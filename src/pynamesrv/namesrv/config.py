@@ -13,6 +13,7 @@ applies the values. A failed write leaves the running server as it was.
 
 from __future__ import annotations
 
+import builtins
 import io
 import os
 from dataclasses import dataclass, field, fields, replace
@@ -187,7 +188,7 @@ class NamesrvConfig:
         """The tls.* keys as properties, for ``remoting.tls.TlsSettings``."""
         return {s.key: self.text(s.key) for s in SETTINGS if s.key.startswith("tls.")}
 
-    def blacklist(self) -> set[str]:
+    def blacklist(self) -> builtins.set[str]:
         return set(ALWAYS_BLACKLISTED) | {
             k.strip() for k in self.config_black_list.split(";") if k.strip()
         }
@@ -371,7 +372,7 @@ class ConfigRegistry:
         values, errors = parse_all(props.items())
         if errors:
             raise ConfigUpdateRefused(Refusal.INVALID, errors[0])
-        trial = replace(self.config, **{BY_KEY[k].attr: v for k, v in values.items()})
+        trial = replace(self.config, **{BY_KEY[k].attr: v for k, v in values.items()})  # type: ignore[arg-type]  # each value was parsed for its key's type
         combined = trial.problems()
         if combined:
             raise ConfigUpdateRefused(Refusal.INVALID, combined[0])

@@ -19,13 +19,13 @@ class Event:
         """The journal line's payload, without ``ts``/``ns``. Shallow: lists are shared, the
         caller serializes at once (``dataclasses.asdict`` deep-copies and is 10x slower)."""
         record: dict[str, Any] = {"type": self.TYPE}
-        for name in _field_names(type(self)):
+        for name in _field_names(type(self)):  # type: ignore[arg-type]  # classes hash by id
             record[name] = getattr(self, name)
         return record
 
 
 @cache
-def _field_names(event_type: type[Event]) -> tuple[str, ...]:
+def _field_names(event_type: type) -> tuple[str, ...]:
     """Instance fields only: ``__dataclass_fields__`` also lists the ``TYPE`` class variable."""
     return tuple(f.name for f in fields(event_type))
 

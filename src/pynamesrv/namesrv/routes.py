@@ -224,7 +224,7 @@ class RouteInfoManager:
                 result.master_addr = master
                 result.ha_server_addr = master_live.ha_server_addr
         first = live is None
-        if first or added or changed or live.data_version != data_version or addrs_changed:
+        if live is None or added or changed or live.data_version != data_version or addrs_changed:
             result.events.append(
                 BrokerRegistered(
                     cluster=cluster,

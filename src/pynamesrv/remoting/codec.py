@@ -130,7 +130,7 @@ class FrameDecoder:
                 if buffered:
                     header, body = bytes(header), bytes(body)
                     if pos == 0 and self._crc_upto:  # this frame's CRC was started earlier
-                        crc = self._finish_crc(src, body_start, frame_end)
+                        crc = self._finish_crc(src, body_start, frame_end)  # type: ignore[arg-type]  # buffered: src is the memoryview
                 frames.append((serialize, header, body, crc))  # type: ignore[arg-type]
                 pos = frame_end
         except FrameError as exc:

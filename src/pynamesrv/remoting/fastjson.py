@@ -115,7 +115,7 @@ def _encode(value: Any, standard: bool, parts: list[str]) -> None:
         parts.append(_scalar(value))
 
 
-def _sort_key(item: tuple[Any, Any]) -> tuple[int, Any]:
+def _sort_key(item: tuple[Any, Any]) -> tuple[int, Any, Any]:
     key = item[0]
     return (0, key, "") if isinstance(key, int) else (1, 0, key)
 

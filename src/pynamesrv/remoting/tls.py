@@ -507,4 +507,4 @@ class TlsSession:
 
     def peer_certificate(self) -> dict[str, object] | None:
         cert = self._ssl.getpeercert()
-        return cert or None
+        return dict(cert) if cert else None
