@@ -168,14 +168,14 @@ class Connection(asyncio.Protocol):
             self._queue(data)
             return
         before = decoder.buffered
-        out: list[bytes] = []
         broken: FrameError | None = None
         try:
             frames = decoder.feed_raw(data)
         except FrameError as exc:
             broken, frames = exc, exc.frames
-        self._serve(frames, out, broken)
-        self._after_read(progress=bool(frames or out) or decoder.buffered < before)
+        self._serve(frames, [], broken)
+        if before or self._held or decoder.buffered:  # else nothing to account or to time
+            self._after_read(progress=bool(frames) or decoder.buffered < before)
 
     def _queue(self, data: bytes) -> None:
         """Keep the frames of a read that arrived while an answer is awaited."""
@@ -367,15 +367,11 @@ class Connection(asyncio.Protocol):
     def _after_read(self, progress: bool) -> None:
         """Account the bytes held and time the incomplete frame after a read."""
         if not self.decoder.buffered:
-            self._frame_done()
+            self._frame_started = None
         elif progress or self._frame_started is None:
             # Frames completed (or this is the first byte of one): a new frame's time starts.
             self._frame_started = time.monotonic()
             self._arm_timer()
-        self._account()
-
-    def _frame_done(self) -> None:
-        self._frame_started = None
         self._account()
 
     def _account(self) -> None:
