@@ -39,23 +39,22 @@ from pathlib import Path
 import uvloop
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.namesrv import requests
 from pynamesrv.remoting.codec import FrameDecoder, encode
-from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.tls import client_context
 
 TOPIC = "BenchTopic"
-REQUEST_COMMAND = RemotingCommand(
-    code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, opaque=1, ext_fields={"topic": TOPIC}
-)
+REQUEST_COMMAND = requests.get_routeinfo_by_topic(TOPIC)
+REQUEST_COMMAND.opaque = 1
 # Topics of one length, so that their queries and answers are as long as each other.
 MIXED_TOPICS = tuple(f"BenchTopic-{i:02d}" for i in range(16))
 
 
 def route_query(topic: str, opaque: int) -> bytes:
-    return encode(RemotingCommand(
-        code=REQUEST_COMMAND.code, version=401, opaque=opaque, ext_fields={"topic": topic}
-    ))  # fmt: skip
+    query = requests.get_routeinfo_by_topic(topic)
+    query.opaque = opaque
+    return encode(query)
 
 
 def route_queries(topics: tuple[str, ...]) -> tuple[bytes, ...]:

@@ -5,21 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 
+from pynamesrv.namesrv import requests
 from pynamesrv.remoting.client import RemotingClient
-from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
 
 
 async def query_route(port: int, topic: str, version: int = 401) -> RemotingCommand:
     client = await RemotingClient.connect("127.0.0.1", port)
     try:
-        return await client.request(
-            RemotingCommand(
-                code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                version=version,
-                ext_fields={"topic": topic},
-            )
-        )
+        return await client.request(requests.get_routeinfo_by_topic(topic, version=version))
     finally:
         await client.close()
 

@@ -27,12 +27,13 @@ import pytest
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.views import status_view
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.journal import journal_files, read_records
-from pynamesrv.remoting import fastjson
+from pynamesrv.namesrv.model import QueueData
 from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient
-from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
@@ -116,13 +117,12 @@ def state(ns: NamesrvController) -> Any:
 class Write:
     """One admin write and how to tell it took effect."""
 
-    code: RequestCode
-    fields: dict[str, str]
-    body: bytes
+    request: Callable[[], RemotingCommand]  # a fresh one each time: signing changes it
     took_effect: Callable[[NamesrvController], bool]
 
-    def request(self) -> RemotingCommand:
-        return RemotingCommand(code=self.code, ext_fields=dict(self.fields), body=self.body)
+    @property
+    def code(self) -> int:
+        return self.request().code
 
 
 def perm_of(ns: NamesrvController, topic: str) -> int | None:
@@ -130,59 +130,34 @@ def perm_of(ns: NamesrvController, topic: str) -> int | None:
     return None if not queues else queues["broker-a"].perm
 
 
-REGISTERED_ROUTE = fastjson.dumps(
-    {
-        "brokerDatas": [],
-        "filterServerTable": {},
-        "queueDatas": [
-            {"brokerName": "broker-a", "perm": 6, "readQueueNums": 3, "writeQueueNums": 3,
-             "topicSysFlag": 0}
-        ],
-    }
-)  # fmt: skip
-
 # In an order where each write's effect is visible from the state the previous ones left.
 WRITES = [
     Write(
-        RequestCode.PUT_KV_CONFIG,
-        {"namespace": "AclNs", "key": "k1", "value": "v1"},
-        b"",
+        lambda: requests.put_kv_config("AclNs", "k1", "v1"),
         lambda ns: ns.kv.get("AclNs", "k1") == "v1",
     ),
     Write(
-        RequestCode.DELETE_KV_CONFIG,
-        {"namespace": "AclNs", "key": "k1"},
-        b"",
+        lambda: requests.delete_kv_config("AclNs", "k1"),
         lambda ns: ns.kv.get("AclNs", "k1") is None,
     ),
     Write(
-        RequestCode.UPDATE_NAMESRV_CONFIG,
-        {},
-        b"productEnvName=acl-test\n",
+        lambda: requests.update_namesrv_config({"productEnvName": "acl-test"}),
         lambda ns: ns.config.product_env_name == "acl-test",
     ),
     Write(
-        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-        {"brokerName": "broker-a"},
-        b"",
+        lambda: requests.wipe_write_perm_of_broker("broker-a"),
         lambda ns: perm_of(ns, "Orders") == 4,
     ),
     Write(
-        RequestCode.ADD_WRITE_PERM_OF_BROKER,
-        {"brokerName": "broker-a"},
-        b"",
+        lambda: requests.add_write_perm_of_broker("broker-a"),
         lambda ns: perm_of(ns, "Orders") == 6,
     ),
     Write(
-        RequestCode.DELETE_TOPIC_IN_NAMESRV,
-        {"topic": "Payments"},
-        b"",
+        lambda: requests.delete_topic_in_namesrv("Payments"),
         lambda ns: "Payments" not in ns.routes.topic_queue_table,
     ),
     Write(
-        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-        {"topic": "Fresh"},
-        REGISTERED_ROUTE,
+        lambda: requests.register_topic_in_namesrv("Fresh", [QueueData("broker-a", 3, 3, 6, 0)]),
         lambda ns: perm_of(ns, "Fresh") == 6,
     ),
 ]
@@ -290,9 +265,9 @@ async def test_routes_and_registration_unaffected_unless_configured(
         assert route.code == ResponseCode.SUCCESS
     client = await client_of(ns)
     reads = [
-        RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO),
-        RemotingCommand(code=RequestCode.GET_NAMESRV_CONFIG),
-        RemotingCommand(code=RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        requests.get_broker_cluster_info(),
+        requests.get_namesrv_config(),
+        requests.get_all_topic_list_from_nameserver(),
     ]
     for request in reads:
         assert (await client.request(request)).code == ResponseCode.SUCCESS
@@ -329,17 +304,14 @@ async def test_registration_needs_an_account_when_configured(
     assert (await query_route(ns.port, "Orders")).code == ResponseCode.SUCCESS  # reads open
 
     client = await client_of(ns)
-    heartbeat = RemotingCommand(
-        code=RequestCode.BROKER_HEARTBEAT,
-        ext_fields={"clusterName": CLUSTER, "brokerAddr": "127.0.0.1:10911"},
+    heartbeat = requests.broker_heartbeat(
+        cluster=CLUSTER, broker_name="broker-a", broker_addr="127.0.0.1:10911"
     )
     assert (await client.request(heartbeat)).code == ResponseCode.NO_PERMISSION
     assert (await client.request(sign(heartbeat, READER))).code == ResponseCode.SUCCESS
-    forged = RemotingCommand(
-        code=RequestCode.UNREGISTER_BROKER,
-        ext_fields={"clusterName": CLUSTER, "brokerAddr": "127.0.0.1:10911",
-                    "brokerName": "broker-a", "brokerId": "0"},
-    )  # fmt: skip
+    forged = requests.unregister_broker(
+        cluster=CLUSTER, broker_name="broker-a", broker_addr="127.0.0.1:10911", broker_id=0
+    )
     assert (await client.request(forged)).code == ResponseCode.NO_PERMISSION
     assert (await query_route(ns.port, "Orders")).code == ResponseCode.SUCCESS
     await signed.stop()  # a signed unregister works
@@ -355,9 +327,7 @@ async def test_reads_need_an_account_when_configured(
     brokers.append(broker)
     assert all(o.ok for o in await broker.start())
     client = await client_of(ns)
-    query = RemotingCommand(
-        code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, ext_fields={"topic": "Orders"}
-    )
+    query = requests.get_routeinfo_by_topic("Orders")
     for _ in range(3):  # repeated: no cached path may answer an unsigned query
         answer = await client.request(copy.deepcopy(query))
         assert answer.code == ResponseCode.NO_PERMISSION
@@ -366,7 +336,7 @@ async def test_reads_need_an_account_when_configured(
         answer = await client.request(sign(copy.deepcopy(query), READER))
         assert answer.code == ResponseCode.SUCCESS
         assert b"broker-a" in answer.body
-    cluster = RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO)
+    cluster = requests.get_broker_cluster_info()
     assert (await client.request(cluster)).code == ResponseCode.NO_PERMISSION
     assert (await client.request(sign(cluster, READER))).code == ResponseCode.SUCCESS
 
@@ -416,10 +386,7 @@ async def test_each_admin_write_is_logged_and_journaled_with_its_caller(
         for write in WRITES:
             answer = await client.request(sign(write.request(), ADMIN))
             assert answer.code == ResponseCode.SUCCESS, answer.remark
-        refused = sign(
-            RemotingCommand(code=RequestCode.UPDATE_NAMESRV_CONFIG, body=b"kvConfigPath=/x\n"),
-            ADMIN,
-        )
+        refused = sign(requests.update_namesrv_config({"kvConfigPath": "/x"}), ADMIN)
         assert (await client.request(refused)).code == ResponseCode.NO_PERMISSION
         assert (await client.request(WRITES[0].request())).code == ResponseCode.NO_PERMISSION
     lines = [r.getMessage() for r in caplog.records if r.name == "pynamesrv.audit"]
@@ -598,11 +565,11 @@ async def test_acl_keys_cannot_be_changed_remotely(
     """Not even an admin may switch the check off or point it at another file over the wire."""
     ns = await start_namesrv(aclFile=str(acl_file))
     client = await client_of(ns)
-    for body in (b"aclFile=\n", b"aclFile=/tmp/mine.yml\n", b"aclReadRequired=true\n",
-                 b"aclRegistrationRequired=true\n"):  # fmt: skip
-        request = sign(RemotingCommand(code=RequestCode.UPDATE_NAMESRV_CONFIG, body=body), ADMIN)
+    updates = [("aclFile", ""), ("aclFile", "/tmp/mine.yml"), ("aclReadRequired", "true"),
+               ("aclRegistrationRequired", "true")]  # fmt: skip
+    for key, value in updates:
+        request = sign(requests.update_namesrv_config({key: value}), ADMIN)
         answer = await client.request(request)
-        key = body.decode().split("=")[0]
         assert (answer.code, answer.remark) == (
             16,
             f"Can not update config remotely: {key} (set it in the -c file and restart)",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import query_route
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -26,15 +27,18 @@ ALLOWED_FILES = {
 }
 
 
-async def ask(ns: NamesrvController, code: int, ext: dict[str, str] | None = None,
-              body: bytes = b"") -> RemotingCommand:  # fmt: skip
+async def ask(ns: NamesrvController, request: RemotingCommand) -> RemotingCommand:
     client = await RemotingClient.connect("127.0.0.1", ns.port)
     try:
-        return await client.request(
-            RemotingCommand(code=code, ext_fields=ext, body=body), timeout=10
-        )
+        return await client.request(request, timeout=10)
     finally:
         await client.close()
+
+
+def raw_config_update(text: bytes) -> RemotingCommand:
+    """UPDATE_NAMESRV_CONFIG with properties text as an attacker writes it (the builder
+    would escape the line breaks that smuggle a second key in)."""
+    return RemotingCommand(code=RequestCode.UPDATE_NAMESRV_CONFIG, body=text)
 
 
 def files_under(root: Path) -> set[str]:
@@ -61,9 +65,7 @@ async def test_config_path_updates_are_refused(
     namesrv: NamesrvController, evil: Path, tmp_path: Path, update: str
 ) -> None:
     cwd_before = set(os.listdir())
-    answer = await ask(
-        namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=update.format(evil=evil).encode()
-    )
+    answer = await ask(namesrv, raw_config_update(update.format(evil=evil).encode()))
     assert (answer.code, answer.remark) == (
         ResponseCode.NO_PERMISSION,
         "Can not update config in black list.",
@@ -76,7 +78,7 @@ async def test_config_path_updates_are_refused(
 
 
 async def test_unknown_config_key_is_refused(namesrv: NamesrvController) -> None:
-    answer = await ask(namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"noSuchKey=1\n")
+    answer = await ask(namesrv, requests.update_namesrv_config({"noSuchKey": "1"}))
     assert answer.code == ResponseCode.NO_PERMISSION
     assert "noSuchKey" in (answer.remark or "")
 
@@ -84,14 +86,12 @@ async def test_unknown_config_key_is_refused(namesrv: NamesrvController) -> None
 async def test_runtime_config_update_is_applied_and_persisted(
     namesrv: NamesrvController,
 ) -> None:
-    answer = await ask(
-        namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n"
-    )
+    answer = await ask(namesrv, requests.update_namesrv_config({"orderMessageEnable": "true"}))
     assert answer.code == ResponseCode.SUCCESS
     assert namesrv.config.order_message_enable is True
     stored = Path(namesrv.config.config_store_path).read_text()
     assert "orderMessageEnable=true\n" in stored
-    shown = await ask(namesrv, RequestCode.GET_NAMESRV_CONFIG)
+    shown = await ask(namesrv, requests.get_namesrv_config())
     assert b"orderMessageEnable=true\n" in shown.body
 
 
@@ -109,21 +109,19 @@ BAD_KV_REQUESTS = {
 async def test_hostile_kv_requests_get_errors_and_touch_nothing(
     namesrv: NamesrvController, tmp_path: Path, case: str
 ) -> None:
-    answer = await ask(namesrv, RequestCode.PUT_KV_CONFIG, BAD_KV_REQUESTS[case])
+    answer = await ask(namesrv, requests.put_kv_config(**BAD_KV_REQUESTS[case]))
     assert answer.code == ResponseCode.SYSTEM_ERROR, case
     assert answer.remark and answer.remark.startswith("illegal ")
     assert namesrv.kv.table == {}
     assert files_under(tmp_path) <= {f"ns0/{name}" for name in ALLOWED_FILES}
-    ok = await ask(
-        namesrv, RequestCode.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}
-    )
+    ok = await ask(namesrv, requests.put_kv_config("ns", "k", "v"))
     assert ok.code == ResponseCode.SUCCESS
     assert files_under(tmp_path) == {"ns0/kvConfig.json"}
 
 
 async def test_megabytes_of_config_text_are_refused(namesrv: NamesrvController) -> None:
-    body = b"".join(b"key%d=%s\n" % (i, b"x" * 1000) for i in range(3000))
-    answer = await ask(namesrv, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+    settings = {f"key{i}": "x" * 1000 for i in range(3000)}
+    answer = await ask(namesrv, requests.update_namesrv_config(settings))
     assert answer.code == ResponseCode.NO_PERMISSION
     assert answer.remark is not None and answer.remark.endswith("and 2995 more")
     assert (await query_route(namesrv.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from test_cli import free_port, wait_for_port
 
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.remoting.client import RemotingClient, RemotingError
-from pynamesrv.remoting.codes import RequestCode, ResponseCode
-from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.codes import ResponseCode
 
 KILLS = 50
 
@@ -33,11 +33,11 @@ class Writer:
 
     async def _send(self, client: RemotingClient, op: str, key: str, value: str | None) -> None:
         self.in_flight = (op, key, value)
-        code = RequestCode.PUT_KV_CONFIG if op == "put" else RequestCode.DELETE_KV_CONFIG
-        ext = {"namespace": "Durable", "key": key}
         if value is not None:
-            ext["value"] = value
-        answer = await client.request(RemotingCommand(code=code, ext_fields=ext), timeout=5)
+            request = requests.put_kv_config("Durable", key, value)
+        else:
+            request = requests.delete_kv_config("Durable", key)
+        answer = await client.request(request, timeout=5)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         if op == "put":
             self.acked[key] = value  # type: ignore[assignment]

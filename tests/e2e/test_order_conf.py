@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.namesrv import requests
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
-from pynamesrv.remoting.codes import RequestCode, ResponseCode
-from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.codes import ResponseCode
 
 
 async def test_order_conf_follows_kv_and_order_message_enable(start_namesrv) -> None:
@@ -24,22 +24,17 @@ async def test_order_conf_follows_kv_and_order_message_enable(start_namesrv) -> 
     assert first.order_topic_config is None  # the namespace does not exist yet
     client = await RemotingClient.connect("127.0.0.1", ns.port)
 
-    async def call(code: int, body: bytes = b"", **ext: str) -> RemotingCommand:
-        return await client.request(RemotingCommand(code=code, ext_fields=ext, body=body))
-
-    put = await call(
-        RequestCode.PUT_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="OrderT", value="broker-a:8"
-    )
+    put = await client.request(requests.put_kv_config("ORDER_TOPIC_CONFIG", "OrderT", "broker-a:8"))
     assert put.code == ResponseCode.SUCCESS
     answer = await query_route(ns.port, "OrderT")
     assert "orderTopicConf" not in fastjson.loads(answer.body)  # orderMessageEnable is false
-    await call(RequestCode.UPDATE_NAMESRV_CONFIG, b"orderMessageEnable=true\n")
+    await client.request(requests.update_namesrv_config({"orderMessageEnable": "true"}))
     for version in (401, 121):  # both dialects
         answer = await query_route(ns.port, "OrderT", version=version)
         assert fastjson.loads(answer.body)["orderTopicConf"] == "broker-a:8"
     [again] = await broker.register_all()  # brokers get the whole table back
     assert again.order_topic_config == {"OrderT": "broker-a:8"}
-    await call(RequestCode.DELETE_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="OrderT")
+    await client.request(requests.delete_kv_config("ORDER_TOPIC_CONFIG", "OrderT"))
     answer = await query_route(ns.port, "OrderT")
     assert "orderTopicConf" not in fastjson.loads(answer.body)
     await client.close()

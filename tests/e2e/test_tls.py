@@ -26,6 +26,7 @@ import pytest
 from helpers import read_until_eof
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codec import FrameDecoder, encode
@@ -57,12 +58,9 @@ def trusting(files: TlsFiles, *, client_cert: bool = False, **kwargs: object) ->
 
 
 def route_query(opaque: int = 1, topic: str = TOPIC) -> RemotingCommand:
-    return RemotingCommand(
-        code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-        version=401,
-        opaque=opaque,
-        ext_fields={"topic": topic},
-    )
+    query = requests.get_routeinfo_by_topic(topic)
+    query.opaque = opaque  # for frames written straight to a socket
+    return query
 
 
 async def register(ns: NamesrvController, **kwargs: object) -> BrokerClient:
@@ -591,7 +589,7 @@ async def test_key_passwords_are_never_reported_but_stay_in_the_config_store(
         ),
     )
     client = await RemotingClient.connect("127.0.0.1", ns.port, ssl_context=trusting(tls_files))
-    answer = await client.request(RemotingCommand(code=RequestCode.GET_NAMESRV_CONFIG), timeout=5)
+    answer = await client.request(requests.get_namesrv_config(), timeout=5)
     reported = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
     assert reported["tls.server.keyPassword"] == reported["httpTlsKeyPassword"] == "******"
     assert reported["tls.server.certPath"] == str(tls_files.server_cert)
@@ -599,8 +597,7 @@ async def test_key_passwords_are_never_reported_but_stay_in_the_config_store(
     assert KEY_PASSWORD not in str(ns.registry.all_properties())  # serve -p, the journal
 
     update = await client.request(
-        RemotingCommand(code=RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true"),
-        timeout=5,
+        requests.update_namesrv_config({"orderMessageEnable": "true"}), timeout=5
     )
     assert update.code == ResponseCode.SUCCESS
     await client.close()

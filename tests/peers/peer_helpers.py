@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from fake_broker import FakeBroker
+from pynamesrv.namesrv import requests
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
-from pynamesrv.remoting.command import RemotingCommand
 
 PEERS_DIR = Path(__file__).resolve().parent
-GET_ROUTEINFO_BY_TOPIC = 105
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,7 @@ async def fetch_route(
     host, port = namesrv_addr.rsplit(":", 1)
     client = await RemotingClient.connect(host, int(port))
     try:
-        request = RemotingCommand(
-            code=GET_ROUTEINFO_BY_TOPIC,
-            language="CPP",
-            version=version,
-            ext_fields={"topic": topic},
-        )
+        request = requests.get_routeinfo_by_topic(topic, language="CPP", version=version)
         response = await client.request(request, timeout=3.0)
     finally:
         await client.close()

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.audit import MAX_REFUSAL_LINES, Auditor, describe
 from pynamesrv.namesrv.events import (
     ConfigChanged,
@@ -14,50 +15,47 @@ from pynamesrv.namesrv.events import (
     TopicQueuesChanged,
     TopicRemoved,
 )
+from pynamesrv.namesrv.model import QueueData
 from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
-
-
-def request(code: RequestCode, **fields: str) -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields=fields)
 
 
 @pytest.mark.parametrize(
     ("command", "events", "text"),
     [
         (
-            request(RequestCode.PUT_KV_CONFIG, namespace="NS", key="k", value="secret"),
+            requests.put_kv_config("NS", "k", "secret"),
             [KvChanged("NS", "k", "put")],
             "namespace=NS key=k",
         ),
         (
-            request(RequestCode.DELETE_KV_CONFIG, namespace="NS", key="gone"),
+            requests.delete_kv_config("NS", "gone"),
             [],
             "namespace=NS key=gone (no change)",
         ),
         (
-            request(RequestCode.UPDATE_NAMESRV_CONFIG),
+            requests.update_namesrv_config({"a": "1", "b": "two\nlines"}),
             [ConfigChanged("a", "1"), ConfigChanged("b", "two\nlines")],
             "a=1 b=two\\nlines",
         ),
-        (request(RequestCode.UPDATE_NAMESRV_CONFIG), [], "no change"),
+        (requests.update_namesrv_config({}), [], "no change"),
         (
-            request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, brokerName="broker-a"),
+            requests.wipe_write_perm_of_broker("broker-a"),
             [PermChanged("broker-a", "wipe", 12)],
             "broker=broker-a topics=12",
         ),
         (
-            request(RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="T", clusterName="C"),
+            requests.delete_topic_in_namesrv("T", "C"),
             [TopicQueuesChanged("T", "deleted_in_cluster", [])],
             "topic=T cluster=C removed from the cluster's brokers",
         ),
         (
-            request(RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="T"),
+            requests.delete_topic_in_namesrv("T"),
             [TopicRemoved("T", "deleted")],
             "topic=T removed",
         ),
         (
-            request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, topic="T"),
+            requests.register_topic_in_namesrv("T", [QueueData("b", 2, 3, 6, 0)]),
             [TopicQueuesChanged("T", "registered", [{"broker_name": "b", "read": 2, "write": 3}])],
             "topic=T queues=b:2/3",
         ),
@@ -70,12 +68,12 @@ def test_what_an_admin_write_changed(command, events, text) -> None:
 
 def test_many_config_changes_are_summarised() -> None:
     events = [ConfigChanged(f"k{i}", "v") for i in range(25)]
-    text = describe(request(RequestCode.UPDATE_NAMESRV_CONFIG), events)
+    text = describe(requests.update_namesrv_config({f"k{i}": "v" for i in range(25)}), events)
     assert text.endswith("k19=v and 5 more")
 
 
 def test_stamp_names_the_caller_on_admin_events_only() -> None:
-    write = Auditor().write(request(RequestCode.PUT_KV_CONFIG), "10.0.0.7:5000", "rocketmq2")
+    write = Auditor().write(requests.put_kv_config("NS", "k", "v"), "10.0.0.7:5000", "rocketmq2")
     event = KvChanged("NS", "k", "put")
     assert write.stamp([event]) == [event]
     assert (event.caller, event.access_key) == ("10.0.0.7:5000", "rocketmq2")
@@ -85,7 +83,7 @@ def test_stamp_names_the_caller_on_admin_events_only() -> None:
 def test_refusal_lines_are_limited_per_second(caplog: pytest.LogCaptureFixture) -> None:
     now = [100.0]
     auditor = Auditor(clock=lambda: now[0])
-    flood = request(RequestCode.PUT_KV_CONFIG, AccessKey="intruder\n1")
+    flood = RemotingCommand(code=RequestCode.PUT_KV_CONFIG, ext_fields={"AccessKey": "intruder\n1"})
     with caplog.at_level(logging.WARNING, logger="pynamesrv.audit"):
         for _ in range(MAX_REFUSAL_LINES + 500):
             auditor.denied(flood, "10.0.0.9:1", "No acl config for intruder")

@@ -13,14 +13,14 @@ import asyncio
 import logging
 import ssl
 import time
-import zlib
 from dataclasses import dataclass, field
 
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError
-from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
+from pynamesrv.remoting.codes import ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 
 __all__ = ["BrokerClient", "RegisterOutcome", "TopicConfig"]
@@ -113,31 +113,19 @@ class BrokerClient:
 
     # ------------------------------------------------------------------ requests
 
-    def _header(self, **extra: str) -> dict[str, str]:
-        return {
-            "brokerName": self.broker_name,
-            "brokerAddr": self.broker_addr,
-            "clusterName": self.cluster,
-            "brokerId": str(self.broker_id),
-            **extra,
-        }
-
     def registration_request(self) -> RemotingCommand:
-        body = RegisterBrokerBody(self.data_version, list(self.topics.values()), []).encode(
-            compressed=self.compressed
+        request = requests.register_broker(
+            cluster=self.cluster,
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            broker_id=self.broker_id,
+            ha_server_addr=self.ha_server_addr,
+            body=RegisterBrokerBody(self.data_version, list(self.topics.values()), []),
+            compressed=self.compressed,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            version=self.version,
         )
-        ext = self._header(
-            haServerAddr=self.ha_server_addr or "",
-            compressed="true" if self.compressed else "false",
-            bodyCrc32=str(zlib.crc32(body) & 0x7FFFFFFF),
-        )
-        if self.heartbeat_timeout_ms is not None:
-            ext["heartbeatTimeoutMillis"] = str(self.heartbeat_timeout_ms)
-        return self._signed(
-            RemotingCommand(
-                code=RequestCode.REGISTER_BROKER, version=self.version, ext_fields=ext, body=body
-            )
-        )
+        return self._signed(request)
 
     def _signed(self, request: RemotingCommand) -> RemotingCommand:
         return request if self.credentials is None else sign(request, self.credentials)
@@ -187,8 +175,12 @@ class BrokerClient:
 
     async def _unregister(self, addr: str) -> None:
         request = self._signed(
-            RemotingCommand(
-                code=RequestCode.UNREGISTER_BROKER, version=self.version, ext_fields=self._header()
+            requests.unregister_broker(
+                cluster=self.cluster,
+                broker_name=self.broker_name,
+                broker_addr=self.broker_addr,
+                broker_id=self.broker_id,
+                version=self.version,
             )
         )
         try:

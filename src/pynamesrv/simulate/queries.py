@@ -16,10 +16,10 @@ import bisect
 import itertools
 import random
 
+from pynamesrv.namesrv import requests
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient, RemotingError
-from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
-from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.simulate.detection import DetectionTracker
 from pynamesrv.simulate.stats import Clock, SimStats
 
@@ -140,11 +140,7 @@ class QueryClient:
 
     async def _query(self, topic: str) -> None:
         sent = self.clock.now()
-        request = RemotingCommand(
-            code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-            version=Version.V4_9_4,
-            ext_fields={"topic": topic},
-        )
+        request = requests.get_routeinfo_by_topic(topic)  # as a 4.9.4 client
         try:
             conn = await self._connection()
             answer = await conn.request(request, timeout=self.timeout_s)

@@ -1,0 +1,150 @@
+"""The ``admin`` click group and the decorator that gives every subcommand the global options.
+
+Operators already know mqadmin's command names and options, so the subcommands keep them
+(camelCase names, ``-t`` topic, ``-c`` cluster, ``-b`` broker name, ``-s`` namespace, ``-k``
+key, ``-v`` value), and the global options work before or after the subcommand.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from pynamesrv.cli.admin.errors import (
+    EXIT_DIFFERENT,
+    EXIT_ERROR_ANSWER,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
+from pynamesrv.cli.admin.options import (
+    DEFAULT_TIMEOUT_S,
+    GroupOptions,
+    TlsOptions,
+    load_credentials,
+    resolve,
+)
+
+_TIMEOUT_TYPE = click.FloatRange(min=0, min_open=True)
+_NAMESRV_HELP = "Name server list, 'host:port;host:port' (default: $NAMESRV_ADDR)."
+_TIMEOUT_HELP = (
+    f"Seconds to wait for a connection and for each answer (default {DEFAULT_TIMEOUT_S:g})."
+)
+_JSON_HELP = "Print one JSON document on stdout instead of tables."
+_FILE = click.Path(exists=True, dir_okay=False)
+
+EXIT_CODES_HELP: Final = f"""
+\b
+Exit codes:
+  {EXIT_OK}  success (diff: all name servers agree)
+  {EXIT_ERROR_ANSWER}  a name server answered with an error code
+     (e.g. TOPIC_NOT_EXIST 17, QUERY_NOT_FOUND 22, NO_PERMISSION 16)
+  {EXIT_USAGE}  usage error (bad or missing option)
+  {EXIT_UNREACHABLE}  connection refused, reset or unreachable
+  {EXIT_TIMEOUT}  no answer within --timeout
+  {EXIT_DIFFERENT}  diff: the name servers disagree
+\b
+Reads ask the name servers in the order given and use the first that
+answers; writes go to every name server given and exit with the code of
+the first (in -n order) that failed. Errors are one line on stderr:
+'error: <server> answered <CODE_NAME> (<code>): <remark>'.
+"""
+_SUBCOMMAND_EPILOG: Final = (
+    "Exit codes: 0 ok, 1 error answer, 2 usage, 3 unreachable, 4 timeout"
+    " (see 'pynamesrv admin --help')."
+)
+
+
+def _tls_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """--tls, --tls-ca, --tls-cert, --tls-key, --tls-insecure (group and subcommands)."""
+    options = [
+        click.option("--tls", "tls", is_flag=True, help="Connect with TLS (verify the server)."),
+        click.option("--tls-ca", type=_FILE, help="CA file to verify the server with (PEM)."),
+        click.option("--tls-cert", type=_FILE, help="Client certificate (PEM), for mutual TLS."),
+        click.option("--tls-key", type=_FILE, help="Key of --tls-cert, if not in that file."),
+        click.option(
+            "--tls-insecure",
+            is_flag=True,
+            help="TLS without verifying the server "
+            "(mqadmin's default, tls.client.authServer=false).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _tls_of(params: dict[str, Any]) -> TlsOptions:
+    """Take the TLS options out of a command's parameters."""
+    return TlsOptions(
+        params.pop("tls"),
+        params.pop("tls_ca"),
+        params.pop("tls_cert"),
+        params.pop("tls_key"),
+        params.pop("tls_insecure"),
+    )
+
+
+@click.group(epilog=EXIT_CODES_HELP)
+@click.option("-n", "--namesrv", envvar="NAMESRV_ADDR", help=_NAMESRV_HELP)
+@click.option("--timeout", type=_TIMEOUT_TYPE, default=None, help=_TIMEOUT_HELP)
+@click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)
+@_tls_options
+@click.option(
+    "--access-key",
+    envvar="ROCKETMQ_ACCESS_KEY",
+    help="Sign requests with this RocketMQ ACL access key ($ROCKETMQ_ACCESS_KEY).",
+)
+@click.option(
+    "--secret-key",
+    envvar="ROCKETMQ_SECRET_KEY",
+    help="Its secret key; prefer $ROCKETMQ_SECRET_KEY or --tools-yml (a flag shows in ps).",
+)
+@click.option(
+    "--tools-yml",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Sign with the accessKey/secretKey of mqadmin's conf/tools.yml.",
+)
+@click.pass_context
+def admin(
+    ctx: click.Context,
+    namesrv: str | None,
+    timeout: float | None,
+    json_out: bool,
+    access_key: str | None,
+    secret_key: str | None,
+    tools_yml: Path | None,
+    **tls: Any,
+) -> None:
+    """Administer name servers (an mqadmin-compatible subset, plus diff).
+
+    Global options may also be given after the subcommand, as with mqadmin. With
+    credentials every request is signed as mqadmin signs it (a name server with an
+    accounts file needs an admin account's signature on writes).
+    """
+    credentials = load_credentials(access_key, secret_key, tools_yml)
+    ctx.obj = GroupOptions(namesrv, timeout, json_out, _tls_of(tls), credentials)
+
+
+def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
+    """Register ``fn(opts, **params)`` as subcommand ``name`` with the global options too."""
+
+    def decorate(fn: Callable[..., None]) -> click.Command:
+        @functools.wraps(fn)
+        def wrapper(
+            namesrv: str | None, timeout: float | None, json_out: bool, **params: Any
+        ) -> None:
+            fn(resolve(namesrv, timeout, json_out, _tls_of(params)), **params)
+
+        command = _tls_options(wrapper)
+        command = click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)(command)
+        command = click.option("--timeout", type=_TIMEOUT_TYPE, help=_TIMEOUT_HELP)(command)
+        command = click.option("-n", "--namesrv", help=_NAMESRV_HELP)(command)
+        return admin.command(name, epilog=_SUBCOMMAND_EPILOG)(command)
+
+    return decorate

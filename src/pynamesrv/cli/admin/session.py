@@ -1,0 +1,207 @@
+"""Talking to the name servers for one command: connections, signing, reads and writes.
+
+Reads ask the name servers in the order given and take the first answer; writes go to every
+name server given, as mqadmin does, because each one keeps its own copy of everything.
+Connection failures, silence and error answers become ``AdminFailure``s with the exit code
+a script can branch on; ``run`` turns a command's coroutine into its exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import ssl
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+import click
+
+from pynamesrv.cli.admin import render
+from pynamesrv.cli.admin.errors import (
+    AdminFailure,
+    ErrorAnswer,
+    NoAnswer,
+    Unreachable,
+    request_name,
+)
+from pynamesrv.cli.admin.options import Options
+from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.acl_sign import sign
+from pynamesrv.remoting.client import RemotingClient, RemotingError, RemotingTimeout
+from pynamesrv.remoting.codes import ResponseCode, Version
+from pynamesrv.remoting.command import RemotingCommand
+
+# Version ordinal we claim: >= 4.9.4 makes route answers use the standard JSON dialect, which
+# is what every current client asks for. The lenient parser reads either dialect anyway.
+CLIENT_VERSION: Final = int(Version.V4_9_4)
+CLIENT_LANGUAGE: Final = "PYTHON"
+
+
+class Session:
+    """One connection per name server for the life of a command, opened on first use."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self._connecting: dict[str, asyncio.Task[RemotingClient]] = {}
+
+    async def _client(self, addr: str) -> RemotingClient:
+        # Concurrent requests (diff) share one connection attempt per server; a failed
+        # attempt fails every request to that server, a dropped connection is reopened.
+        task = self._connecting.get(addr)
+        if (
+            task is not None
+            and task.done()
+            and not task.cancelled()
+            and task.exception() is None
+            and not task.result().is_open
+        ):
+            task = None
+        if task is None:
+            task = self._connecting[addr] = asyncio.ensure_future(self._connect(addr))
+        return await task
+
+    async def _connect(self, addr: str) -> RemotingClient:
+        try:
+            return await RemotingClient.connect_addr(
+                addr, timeout=self.opts.timeout, ssl_context=self.opts.tls
+            )
+        except RemotingTimeout as exc:
+            raise NoAnswer(f"connecting to {addr} timed out after {self.opts.timeout:g}s") from exc
+        except RemotingError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno and not isinstance(cause, ssl.SSLError):
+                # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)"; say why.
+                # Resolver errors (gaierror) have negative numbers and their own text.
+                why = os.strerror(cause.errno) if cause.errno > 0 else cause.strerror
+                raise Unreachable(f"cannot connect to {addr}: {why}") from exc
+            raise Unreachable(str(exc)) from exc
+
+    async def request(
+        self,
+        addr: str,
+        request: RemotingCommand,
+        *,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """Send a copy of ``request`` as this CLI (language PYTHON, version 4.9.4), signed
+        when there are credentials; answers whose code is not in ``accept`` raise
+        ErrorAnswer. ``request`` itself is not changed, so one may go to every server."""
+        client = await self._client(addr)
+        fields = request.ext_fields
+        command = dataclasses.replace(
+            request,
+            language=CLIENT_LANGUAGE,
+            version=CLIENT_VERSION,
+            ext_fields=None if fields is None else dict(fields),
+        )
+        if self.opts.credentials is not None:
+            sign(command, self.opts.credentials)
+        try:
+            answer = await client.request(command, timeout=self.opts.timeout)
+        except RemotingTimeout as exc:
+            raise NoAnswer(
+                f"{addr} did not answer {request_name(command.code)} ({int(command.code)}) "
+                f"within {self.opts.timeout:g}s"
+            ) from exc
+        except RemotingError as exc:  # connection lost mid-request, or a garbled frame
+            message = str(exc)
+            raise Unreachable(message if addr in message else f"{addr}: {message}") from exc
+        if answer.code not in tuple(accept):
+            raise ErrorAnswer(addr, answer.code, answer.remark)
+        return answer
+
+    async def close(self) -> None:
+        for task in self._connecting.values():
+            if not task.done():
+                task.cancel()
+        outcomes = await asyncio.gather(*self._connecting.values(), return_exceptions=True)
+        clients = [c for c in outcomes if isinstance(c, RemotingClient)]
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+
+
+def body_json(answer: RemotingCommand, addr: str) -> Any:
+    """Parse a JSON body (fastjson's bare numeric keys allowed); garbage is an error answer."""
+    if not answer.body:
+        return {}
+    try:
+        return fastjson.loads(answer.body)
+    except ValueError as exc:
+        raise ErrorAnswer(addr, answer.code, f"unreadable answer body: {exc}") from exc
+
+
+async def read_first(session: Session, job: Callable[[str], Awaitable[Any]]) -> tuple[str, Any]:
+    """Run ``job`` against the first name server that answers at all.
+
+    An error answer is an answer (a missing topic is missing), so it is final; only
+    unreachable and silent servers are skipped, each with a warning line.
+    """
+    failures: list[AdminFailure] = []
+    for addr in session.opts.addrs:
+        try:
+            return addr, await job(addr)
+        except (Unreachable, NoAnswer) as exc:
+            failures.append(exc)
+            if addr != session.opts.addrs[-1]:
+                render.warn(f"{exc.message}; trying the next name server")
+    if len(failures) == 1:
+        raise failures[0]
+    timed_out = all(isinstance(f, NoAnswer) for f in failures)
+    summary = "; ".join(f.message for f in failures)
+    raise (NoAnswer if timed_out else Unreachable)(f"no name server answered: {summary}")
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """One name server's outcome of a write: extra answer fields, or the failure."""
+
+    addr: str
+    data: dict[str, Any] = field(default_factory=dict)
+    failure: AdminFailure | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"namesrv": self.addr, "ok": self.ok, **self.data}
+        if self.failure is not None:
+            out["error"] = self.failure.message
+            out["exitCode"] = self.failure.exit_code
+        return out
+
+
+async def write_all(
+    session: Session, job: Callable[[str], Awaitable[dict[str, Any]]]
+) -> list[WriteResult]:
+    """Run ``job`` on every name server concurrently; one failure does not stop the others."""
+
+    async def one(addr: str) -> WriteResult:
+        try:
+            return WriteResult(addr, await job(addr))
+        except AdminFailure as exc:
+            return WriteResult(addr, failure=exc)
+
+    return list(await asyncio.gather(*(one(a) for a in session.opts.addrs)))
+
+
+def run(opts: Options, job: Callable[[Session], Awaitable[int]]) -> NoReturn:
+    """Run one command's coroutine and exit with its code, or one error line and its code."""
+    ctx = click.get_current_context()
+
+    async def main() -> int:
+        session = Session(opts)
+        try:
+            return await job(session)
+        finally:
+            await session.close()
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        ctx.exit(130)  # as a shell reports SIGINT; 1 means "the server answered an error"
+    except AdminFailure as exc:
+        render.error(exc.message)
+        ctx.exit(exc.exit_code)
+    ctx.exit(code)
