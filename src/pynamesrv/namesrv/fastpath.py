@@ -1,8 +1,9 @@
 """GET_ROUTEINFO_BY_TOPIC answered from a request's raw header bytes, without decoding it.
 
 Why a module of its own: this is the only place where the name server looks at request
-bytes before the decoder has. The remoting server calls one method per read
-(``answer(frames, start, out)``) and knows nothing of what it does.
+bytes before the decoder has. The remoting server offers it each read that starts a frame
+(``answer_read(data)``: all of the read's answers, or None for the normal path) and knows
+nothing of what it does.
 
 What it does: a client's route queries for one topic differ only in their ``opaque``, so the
 header with the opaque's digits cut out identifies the request completely. The first query
@@ -26,20 +27,22 @@ generation moved.
 
 from __future__ import annotations
 
+import struct
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import islice
 from time import perf_counter
 from typing import Final
 
 from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
-from pynamesrv.namesrv.stats import NamesrvStats
-from pynamesrv.remoting.codec import FrameError, RawFrame, decode_command, encode_frame, frame_head
+from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats
+from pynamesrv.remoting.codec import FrameError, decode_command, encode_frame, frame_head
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, Version
 from pynamesrv.remoting.command import SerializeType
 
 INT32_MAX_DIGITS: Final = b"2147483647"  # a larger opaque is no Java int: the decoder refuses it
 ZONE_FIELDS: Final = ("__ZONE_MODE", "__ZONE_NAME")  # 5.x zone routing: answers depend on them
+_LENGTHS: Final = struct.Struct(">iI")  # a frame's length word and header-length word
 
 
 class RouteAnswer:
@@ -95,25 +98,32 @@ class RouteQueryFastPath:
 
     def answer_one(self, header: bytes) -> bytes | None:
         """The answer frame to one request header, or None when the normal path decides."""
-        out: list[bytes] = []
-        answered = self.answer([(SerializeType.JSON, header, b"", None)], 0, out)
-        return b"".join(out) if answered else None
+        return self.answer_read(encode_frame(SerializeType.JSON, header))
 
-    def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
-        """Append to ``out`` the answers to ``frames[start:]`` up to the first frame the
-        normal path must take, and return that frame's index (``len(frames)``: all)."""
+    def answer_read(self, data: bytes) -> bytes | None:
+        """The answers to a read that holds only whole plain route queries with a route,
+        all of them (a client's usual read), or None: then the normal path takes the read."""
         if not self.cache_allowed():
-            return start
+            return None
         started = perf_counter()
         shapes = self._shapes
         generation = self.routes.route_generation
+        out: list[bytes] = []
         answered: list[_Shape] = []
-        for serialize, header, body, _ in islice(frames, start, None):
-            if body or serialize != SerializeType.JSON:
-                break
+        pos, total = 0, len(data)
+        while pos < total:
+            if total - pos < 8:
+                return None
+            length, header_length = _LENGTHS.unpack_from(data, pos)
+            frame_end = pos + 4 + length
+            # No body, JSON (a non-zero high byte makes the word larger), and all arrived.
+            if header_length != length - 4 or frame_end > total:
+                return None
+            header = data[pos + 8 : frame_end]
+            pos = frame_end
             begin = header.find(b'"opaque":') + 9
             if begin < 9:
-                break
+                return None
             end = header.find(b",", begin)
             if end < 0:
                 end = header.find(b"}", begin)
@@ -124,19 +134,19 @@ class RouteQueryFastPath:
                 or (digits[0] == 48 and size > 1)
                 or (size == 10 and digits > INT32_MAX_DIGITS)
             ):
-                break  # negative, spaced, huge or odd: the normal path decides
+                return None  # negative, spaced, huge or odd: the normal path decides
             key = header[:begin] + header[end:]
             shape = shapes.get(key)
             if shape is None:
                 shape = self._learn(key, header)
             if shape.generation != generation and not self._revalidate(shape, generation):
-                break
-            head = shape.heads.get(size) or self._head(shape, size)
-            out += (head, digits, shape.tail)
+                return None
+            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
             answered.append(shape)
-        if answered:
-            self._count(answered, started)
-        return start + len(answered)
+        if not answered:
+            return None
+        self._count(answered, started)
+        return b"".join(out)
 
     def _count(self, answered: list[_Shape], started: float) -> None:
         """Count a read's answers; each waited as long as the whole read took to answer."""
@@ -145,7 +155,11 @@ class RouteQueryFastPath:
         stats.route_query_hits += count
         if stats.count_topics:
             stats.route_hits_by_topic.update(shape.topic for shape in answered)
-        self._latency.observe(perf_counter() - started, count)
+        seconds = perf_counter() - started
+        latency = self._latency  # RequestHistogram.observe, inlined: this runs per read
+        latency.buckets[bisect_left(LATENCY_BUCKETS_S, seconds)] += count
+        latency.count += count
+        latency.sum_s += seconds * count
 
     def _revalidate(self, shape: _Shape, generation: int) -> bool:
         """Check ``shape``'s answer against the registry's cache, rebuilding it from there

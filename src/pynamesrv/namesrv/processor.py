@@ -411,7 +411,11 @@ class DefaultRequestProcessor:
         """Whether a topic's cached route answer is the answer now: no setting changes it at
         run time (order configs attach per-topic KV entries; the 5.x start-up wait answers
         errors)."""
-        return not (self.registry.config.order_message_enable or self._waiting_for_service())
+        config = self.registry.config
+        return not (
+            config.order_message_enable
+            or (config.need_wait_for_service and self._waiting_for_service())
+        )
 
     def _waiting_for_service(self) -> bool:
         config = self.registry.config

@@ -56,13 +56,13 @@ CloseListener = Callable[["Connection", str], None]
 
 
 class RawAnswerer(Protocol):
-    """Answers some requests from their raw frames, before they are decoded (the name
-    server's route-query fast path). The server calls it once per read and does not know
-    what it answers."""
+    """Answers whole reads from their raw bytes, before anything is decoded (the name
+    server's route-query fast path). The server offers it each read that starts with a
+    frame and does not know what it answers."""
 
-    def answer(self, frames: list[RawFrame], start: int, out: list[bytes]) -> int:
-        """Append the answers to ``frames[start:]`` up to the first frame the normal way
-        must take, and return that frame's index (``len(frames)``: all answered)."""
+    def answer_read(self, data: bytes) -> bytes | None:
+        """The answers to every frame of ``data`` (whole frames only), or None: then the
+        normal way takes the read."""
 
 
 CLOSED: Final = "channel_closed"
@@ -168,6 +168,12 @@ class Connection(asyncio.Protocol):
             self._queue(data)
             return
         before = decoder.buffered
+        raw_answerer = self.server.raw_answerer
+        if raw_answerer is not None and not before:
+            answers = raw_answerer.answer_read(data)
+            if answers is not None:
+                self._send(answers)
+                return
         broken: FrameError | None = None
         try:
             frames = decoder.feed_raw(data)
@@ -210,13 +216,8 @@ class Connection(asyncio.Protocol):
         """Append the answers to ``frames`` to ``out`` until one must be awaited or does not
         decode; returns the index of the first frame not handled and the decode error."""
         handler = self.server.handler
-        raw_answerer = self.server.raw_answerer
         index, count = 0, len(frames)
         while index < count:
-            if raw_answerer is not None:
-                index = raw_answerer.answer(frames, index, out)
-                if index == count:
-                    break
             serialize, header, body, body_crc = frames[index]
             try:
                 command = decode_command(serialize, header, body, body_crc)
