@@ -142,6 +142,13 @@ class NamesrvConfig:
     journal_retention_hours: int = 168
     journal_max_bytes: int = 10 * 1024**3
     route_queries_window_ms: int = 60_000
+    # pynamesrv's own: logs and the process
+    log_file: str = ""
+    log_max_bytes: int = 100 * 1024 * 1024  # Java's logback: 100MB
+    log_backups: int = 5  # Java's logback: maxIndex 5
+    log_format: str = "text"
+    log_level: str = "info"
+    pid_file: str = ""
     # pynamesrv's own: authenticated admin writes (namesrv/acl.py)
     acl_file: str = ""
     acl_registration_required: bool = False

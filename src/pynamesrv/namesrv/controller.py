@@ -282,7 +282,7 @@ class NamesrvController:
             try:
                 job()  # type: ignore[operator]
             except Exception:
-                log.exception("periodic task %s failed", job)
+                log.exception("periodic task %s failed", getattr(job, "__name__", "?"))
             await asyncio.sleep(period_s)
 
     # ------------------------------------------------------------------ requests
