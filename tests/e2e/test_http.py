@@ -373,6 +373,9 @@ async def test_nsaddr_on_a_wildcard_bind_names_the_host_the_client_used(
     assert answer.partition(b"\r\n\r\n")[2] == f"127.0.0.1:{port}".encode()
     _, _, body = await get(http.port, "/rocketmq/nsaddr", headers={"Host": "a<b>"})
     assert body == f"127.0.0.1:{port}".encode()
+    # The status page's header names the same reachable address, never 0.0.0.0.
+    _, _, body = await get(http.port, "/api/status", headers={"Host": "ns1.example"})
+    assert json.loads(body)["listenAddr"] == f"ns1.example:{port}"
 
 
 async def test_nsaddr_serves_the_configured_list(start_namesrv: Any, http_of: HttpOf) -> None:
@@ -461,6 +464,13 @@ async def test_api_topics_filters_limits_and_renders_perm(
     assert (events["readQueueNums"], events["writeQueueNums"]) == (6, 7)
     perms = {t["topic"]: t["queues"][0]["permText"] for t in data["topics"]}
     assert perms == {"OrderAudit": "R-", "OrderEvents": "RW", "Payments": "-W", "Zeta": "--"}
+    # Totals count the queues a client can use: none for writes where perm has no W.
+    totals = {t["topic"]: (t["readQueueNums"], t["writeQueueNums"]) for t in data["topics"]}
+    assert totals == {"OrderAudit": (2, 0), "OrderEvents": (6, 7), "Payments": (0, 8),
+                      "Zeta": (0, 0)}  # fmt: skip
+    _, clusters = await get_json(http.port, "/api/clusters")
+    groups = {g["brokerName"]: g["writable"] for g in clusters["clusters"][0]["brokerGroups"]}
+    assert groups == {"broker-a": True, "broker-b": True}  # each has a writable topic
 
     _, data = await get_json(http.port, "/api/topics?q=order")  # substring, any case
     assert [t["topic"] for t in data["topics"]] == ["OrderAudit", "OrderEvents"]
