@@ -10,7 +10,7 @@ registration) except where that would change an answer a 4.9.4 peer relies on; s
 method docstrings.
 
 Route answers are cached as encoded bytes per (topic, dialect) and dropped whenever a change
-touches the topic, so a route query costs one dict look-up (design.md).
+touches the topic, so a route query costs one dict look-up.
 """
 
 from __future__ import annotations
