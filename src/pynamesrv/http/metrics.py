@@ -131,8 +131,8 @@ class NamesrvCollector(Collector):
             "Answers whose code is not SUCCESS, by response code (and the request's code).",
             labels=["code", "name", "request_code", "request_name"],
         )
-        for (request_code, code), count in sorted(stats.error_answers.items()):
-            code_label, code_name = _code_label(code, ResponseCode)
+        for (request_code, response_code), count in sorted(stats.error_answers.items()):
+            code_label, code_name = _code_label(response_code, ResponseCode)
             request_label, request_name = _code_label(request_code, RequestCode)
             errors.add_metric([code_label, code_name, request_label, request_name], count)
         yield errors

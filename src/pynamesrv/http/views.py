@@ -115,6 +115,7 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
     shown = heapq.nsmallest(limit, matched)
     topics = []
     for topic in shown:
+        queue_datas = view.topic_queues(topic)
         queues = [
             {
                 "brokerName": q.broker_name,
@@ -123,16 +124,16 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
                 "perm": q.perm,
                 "permText": perm_text(q.perm),
             }
-            for q in view.topic_queues(topic)
+            for q in queue_datas
         ]
         topics.append(
             {
                 "topic": topic,
                 "queues": queues,
                 # Queues a client can use: a read-only broker adds no write queues.
-                "readQueueNums": sum(q["readQueueNums"] for q in queues if q["perm"] & Perm.READ),
+                "readQueueNums": sum(q.read_queue_nums for q in queue_datas if q.perm & Perm.READ),
                 "writeQueueNums": sum(
-                    q["writeQueueNums"] for q in queues if q["perm"] & Perm.WRITE
+                    q.write_queue_nums for q in queue_datas if q.perm & Perm.WRITE
                 ),
             }
         )

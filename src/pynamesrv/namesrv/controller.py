@@ -304,8 +304,8 @@ class NamesrvController:
         return answer
 
     async def _counted(
-        self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]
-    ) -> RemotingCommand | None:
+        self, request: RemotingCommand, pending: Awaitable[RemotingCommand]
+    ) -> RemotingCommand:
         """The awaited answer, its error code counted once it is known (oneway: none sent)."""
         answer = await pending
         if answer is not None and answer.code and not request.is_oneway:
