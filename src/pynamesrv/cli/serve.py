@@ -176,6 +176,7 @@ def serve(
 
 
 def _serve(registry: ConfigRegistry) -> None:
+    """Build the server and run it until SIGTERM/SIGINT; what stops it early is one line."""
     try:
         server = NameServer(registry)
     except ValueError as exc:  # TLS files or the accounts file that do not load
