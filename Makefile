@@ -1,4 +1,5 @@
 # Two commands matter: `make run` and `make test`. Both create .venv when it is missing.
+ARGS ?=
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,8 +32,9 @@ $(CHROMIUM):
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# `make run ARGS="--port 9877 --http-port 9881"`: ARGS go to `pynamesrv serve`.
 run: $(VENV)/.installed-run
-	$(BIN)/pynamesrv serve
+	$(BIN)/pynamesrv serve $(ARGS)
 
 test: $(VENV)/.installed-test $(NODE_DIR)/node_modules/.installed $(CHROMIUM)
 	$(BIN)/ruff check src tests bench

@@ -20,6 +20,18 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     return {"uvloop": uvloop.new_event_loop}
 
 
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test, and every ``pynamesrv`` it starts, gets a home of its own: defaults such
+    as ~/namesrv/kvConfig.json, the journal under ROCKETMQ_HOME and ~/logs never touch the
+    real home (nor leak from one test, or one developer's experiment, into another)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home / "namesrv"))
+    return home
+
+
 @pytest.fixture
 async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
     """Start name servers with config overrides (Java key names); all stop at teardown."""

@@ -12,8 +12,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codes import ResponseCode
@@ -126,21 +124,39 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert list((tmp_path / "journal").rglob("events-*.jsonl")), "no journal was written"
 
 
-def test_make_run_serves_on_9876() -> None:
-    with socket.socket() as sock:
-        if sock.connect_ex(("127.0.0.1", 9876)) == 0:
-            pytest.fail("port 9876 is already in use; `make run` could not be tested")
+def test_make_run_passes_args_to_serve() -> None:
+    """`make run ARGS=...` (free ports here: 9876 may be taken on a shared machine)."""
+    port, http_port = free_port(), free_port()
     proc = subprocess.Popen(
-        ["make", "--no-print-directory", "run"],
+        ["make", "--no-print-directory", "run",
+         f"ARGS=--listen 127.0.0.1 --port {port} --http-port {http_port} --no-journal"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
-    )
+    )  # fmt: skip
     try:
-        wait_for_port(9876, proc, 300)
-        answer = asyncio.run(query_route(9876, "NoSuchTopic"))
+        wait_for_port(port, proc, 300)  # the first run creates .venv
+        answer = asyncio.run(query_route(port, "NoSuchTopic"))
         assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+        wait_for_port(http_port, proc, 20)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=5) as reply:
+            assert reply.status == 200
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=20)
+
+
+def test_quick_start_names_the_default_ports() -> None:
+    """The README's quick start tells of both ports `make run` opens, with their defaults."""
+    out = subprocess.run(
+        [ENTRY_POINT, "serve", "-p"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    props = dict(line.split("=", 1) for line in out.splitlines())
+    readme = (REPO / "README.md").read_text()
+    quick_start = readme[readme.index("## Quick start") : readme.index("## Layout")]
+    assert f"#   {props['listenPort']}  remoting" in quick_start
+    assert f"#   {props['httpPort']}  HTTP" in quick_start
+    assert 'make run ARGS="--port' in quick_start
+    makefile = (REPO / "Makefile").read_text()
+    assert "$(BIN)/pynamesrv serve $(ARGS)" in makefile

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import platform
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import query_route
+from pynamesrv import __version__
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import NamesrvConfig
@@ -165,15 +167,14 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
     route = str(RequestCode.GET_ROUTEINFO_BY_TOPIC.value)
     register = str(RequestCode.REGISTER_BROKER.value)
     unregister = str(RequestCode.UNREGISTER_BROKER.value)
-    assert value(
-        samples, "pynamesrv_requests_total", code=route, name="GET_ROUTEINFO_BY_TOPIC"
-    ) == (hits + misses)
-    assert value(samples, "pynamesrv_requests_total", code=register, name="REGISTER_BROKER") == 4
-    assert (
-        value(samples, "pynamesrv_requests_total", code=unregister, name="UNREGISTER_BROKER") == 1
+    requests = "pynamesrv_requests_total"
+    assert value(samples, requests, request_code=route, name="GET_ROUTEINFO_BY_TOPIC") == (
+        hits + misses
     )
-    assert value(samples, "pynamesrv_requests_total", code="other", name="UNKNOWN") == 2
-    codes = {dict(k[1])["code"] for k in samples if k[0] == "pynamesrv_requests_total"}
+    assert value(samples, requests, request_code=register, name="REGISTER_BROKER") == 4
+    assert value(samples, requests, request_code=unregister, name="UNREGISTER_BROKER") == 1
+    assert value(samples, requests, request_code="other", name="UNKNOWN") == 2
+    codes = {dict(k[1])["request_code"] for k in samples if k[0] == requests}
     assert codes == {route, register, unregister, "other"}
 
     for code, name, count in [
@@ -183,15 +184,27 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
         ("other", "UNKNOWN", 2),
     ]:
         hist = "pynamesrv_request_duration_seconds"
-        assert value(samples, hist + "_count", code=code, name=name) == count
-        assert value(samples, hist + "_bucket", code=code, name=name, le="+Inf") == count
-        assert value(samples, hist + "_sum", code=code, name=name) > 0
+        assert value(samples, hist + "_count", request_code=code, name=name) == count
+        assert value(samples, hist + "_bucket", request_code=code, name=name, le="+Inf") == count
+        assert value(samples, hist + "_sum", request_code=code, name=name) > 0
         buckets = sorted(
             (float(dict(k[1])["le"]), v)
             for k, v in samples.items()
-            if k[0] == hist + "_bucket" and dict(k[1])["code"] == code
+            if k[0] == hist + "_bucket" and dict(k[1])["request_code"] == code
         )
         assert [v for _, v in buckets] == sorted(v for _, v in buckets), "not cumulative"
+
+    # Error answers by response code: the misses and the unknown request codes, nothing else.
+    errors = {
+        (labels["code"], labels["name"], labels["request_code"], labels["request_name"]): v
+        for name, frozen in samples
+        if name == "pynamesrv_error_answers_total"
+        for labels, v in [(dict(frozen), samples[name, frozen])]
+    }
+    assert errors == {
+        ("17", "TOPIC_NOT_EXIST", route, "GET_ROUTEINFO_BY_TOPIC"): misses,
+        ("3", "REQUEST_CODE_NOT_SUPPORTED", "other", "UNKNOWN"): 2,
+    }
 
     assert value(samples, "pynamesrv_route_queries_total", result="hit") == hits
     assert value(samples, "pynamesrv_route_queries_total", result="miss") == misses
@@ -206,17 +219,31 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
     assert value(samples, "pynamesrv_topic_removals_total", reason="no_broker") == 1
     assert value(samples, "pynamesrv_connections") == 3
     assert value(samples, "pynamesrv_kv_entries") == 3
-    assert value(samples, "pynamesrv_up") == 1
     assert value(samples, "pynamesrv_ready") == 1
+    assert not [k for k in samples if k[0] == "pynamesrv_up"]  # Prometheus has `up`
     assert ("pynamesrv_journal_lag_seconds", frozenset()) not in samples  # journal off
 
+    # The process metrics of prometheus_client, in this server's own registry.
+    assert value(samples, "process_resident_memory_bytes") > 10_000_000
+    assert value(samples, "process_open_fds") > 0
+    assert ("process_cpu_seconds_total", frozenset()) in samples
+    build = [dict(k[1]) for k in samples if k[0] == "pynamesrv_build_info"]
+    assert build == [
+        {"version": __version__, "python": platform.python_version(),
+         "platform": f"{platform.system()}-{platform.machine()}".lower()}
+    ]  # fmt: skip
+    assert value(samples, "pynamesrv_build_info", **build[0]) == 1
+
     # Bounded labels only: no topic or address, by name or by value.
-    label_names = {name for _, labels in samples for name, _ in labels}
-    assert label_names <= {"code", "name", "le", "result", "cluster", "reason"}, label_names
+    label_names = {name for key, labels in samples if key != "pynamesrv_build_info"
+                   for name, _ in labels}  # fmt: skip
+    assert label_names <= {
+        "request_code", "name", "code", "request_name", "le", "result", "cluster", "reason"
+    }, label_names  # fmt: skip
     label_values = {v for _, labels in samples for _, v in labels}
     for leaked in ("TopicX", "TopicY", "TopicZ", "NoSuchTopic0", "127.0.0.1:10911", "broker-a"):
         assert leaked not in label_values
-    assert all(f.name.startswith("pynamesrv_") for f in families)
+    assert {f.name.split("_")[0] for f in families} == {"pynamesrv", "process"}
 
     await a0.stop()
     await a1.stop()
@@ -294,7 +321,7 @@ async def test_healthz_503_before_the_name_server_serves(tmp_path: Path) -> None
         assert status == 503
         samples, _ = await scrape(port)
         assert value(samples, "pynamesrv_ready") == 0
-        assert value(samples, "pynamesrv_up") == 1
+        assert value(samples, "process_start_time_seconds") > 0  # the process is up
     finally:
         await http.stop()
     with pytest.raises(aiohttp.ClientConnectionError):
@@ -346,6 +373,9 @@ async def test_nsaddr_on_a_wildcard_bind_names_the_host_the_client_used(
     assert answer.partition(b"\r\n\r\n")[2] == f"127.0.0.1:{port}".encode()
     _, _, body = await get(http.port, "/rocketmq/nsaddr", headers={"Host": "a<b>"})
     assert body == f"127.0.0.1:{port}".encode()
+    # The status page's header names the same reachable address, never 0.0.0.0.
+    _, _, body = await get(http.port, "/api/status", headers={"Host": "ns1.example"})
+    assert json.loads(body)["listenAddr"] == f"ns1.example:{port}"
 
 
 async def test_nsaddr_serves_the_configured_list(start_namesrv: Any, http_of: HttpOf) -> None:
@@ -434,6 +464,13 @@ async def test_api_topics_filters_limits_and_renders_perm(
     assert (events["readQueueNums"], events["writeQueueNums"]) == (6, 7)
     perms = {t["topic"]: t["queues"][0]["permText"] for t in data["topics"]}
     assert perms == {"OrderAudit": "R-", "OrderEvents": "RW", "Payments": "-W", "Zeta": "--"}
+    # Totals count the queues a client can use: none for writes where perm has no W.
+    totals = {t["topic"]: (t["readQueueNums"], t["writeQueueNums"]) for t in data["topics"]}
+    assert totals == {"OrderAudit": (2, 0), "OrderEvents": (6, 7), "Payments": (0, 8),
+                      "Zeta": (0, 0)}  # fmt: skip
+    _, clusters = await get_json(http.port, "/api/clusters")
+    groups = {g["brokerName"]: g["writable"] for g in clusters["clusters"][0]["brokerGroups"]}
+    assert groups == {"broker-a": True, "broker-b": True}  # each has a writable topic
 
     _, data = await get_json(http.port, "/api/topics?q=order")  # substring, any case
     assert [t["topic"] for t in data["topics"]] == ["OrderAudit", "OrderEvents"]

@@ -18,7 +18,11 @@ import pytest
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
+from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO_ROOT / "artifacts" / "status-page.png"
@@ -174,3 +178,95 @@ async def test_status_page_shows_brokers_and_a_searched_route(
         for client in [*brokers, late]:
             await client.stop()
         await http.stop()
+
+
+LONG_TOPIC = "order-events-of-the-european-region-for-the-checkout-service-v2"
+
+
+async def test_status_page_marks_read_only_brokers_and_keeps_its_layout(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    """Bound to 0.0.0.0 the header names the address the browser used; a broker whose topics
+    take no writes says so in its row and adds no write queues; long topic names stay on one
+    line; the journal-lag tile sits in the row of tiles."""
+    page = browser_page
+    config = NamesrvConfig(
+        listen_port=0,
+        kv_config_path=str(tmp_path / "kv.json"),
+        config_store_path=str(tmp_path / "ns.properties"),
+        journal_dir=str(tmp_path / "journal"),
+        http_port=0,
+    )
+    ctrl = NamesrvController(config, host="0.0.0.0")
+    await ctrl.start()
+    http = HttpServer(ctrl.view)
+    await http.start("127.0.0.1", 0)
+    writable = broker(ctrl, "broker-rw", 10911, {LONG_TOPIC: (8, 8, 6), "Payments": (4, 4, 6)})
+    read_only = broker(ctrl, "broker-ro", 10921, {LONG_TOPIC: (4, 4, 4), "Audit": (2, 2, 4)})
+    try:
+        for client in (writable, read_only):
+            assert all(o.ok for o in await client.start())
+        await page.goto(f"http://localhost:{http.port}/")
+        rows = page.locator(".cluster tr.broker")
+        await rows.nth(1).wait_for()
+
+        # The header: the address this browser reaches, never the wildcard.
+        assert await page.locator("#addr").inner_text() == f"localhost:{ctrl.port}"
+
+        # The read-only broker says so in its row; the writable one does not.
+        ro_row = page.locator(".cluster tr.broker", has_text="127.0.0.1:10921")
+        rw_row = page.locator(".cluster tr.broker", has_text="127.0.0.1:10911")
+        assert await ro_row.locator(".pill.ro").inner_text() == "read-only"
+        assert await rw_row.locator(".pill.ro").count() == 0
+        assert "1 read-only" in await page.locator(".cluster .title").inner_text()
+
+        # Totals: the read-only broker's queues count for reads only.
+        topic_row = page.locator("#topics tbody tr", has_text=LONG_TOPIC)
+        cells = [c.strip() for c in await topic_row.locator("td").all_inner_texts()]
+        assert (cells[0], cells[2], cells[3]) == (LONG_TOPIC, "12", "8")
+        audit = page.locator("#topics tbody tr", has_text="Audit").locator("td")
+        assert [c.strip() for c in await audit.all_inner_texts()][2:] == ["2", "0"]
+
+        # A long topic name (hyphens allow breaks) stays on one line, also on a narrow screen.
+        for width in (1360, 700):
+            await page.set_viewport_size({"width": width, "height": 900})
+            lines = await topic_row.locator("td.topic").evaluate(
+                "td => { const r = document.createRange(); r.selectNodeContents(td);"
+                " return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }"
+            )
+            assert lines == 1, f"topic name wraps onto {lines} lines at {width}px"
+
+        # Eight tiles, the journal lag among them, in full rows: 8 wide, 4 + 4 narrower.
+        tiles = page.locator("#tiles .tile")
+        assert await tiles.count() == 8
+        assert "Journal lag" in await tiles.last.inner_text()
+        for width, per_row in ((1360, 8), (900, 4)):
+            await page.set_viewport_size({"width": width, "height": 900})
+            tops = [round((await t.bounding_box() or {})["y"]) for t in await tiles.all()]
+            assert [tops.count(top) for top in sorted(set(tops))] == [per_row] * (8 // per_row)
+
+        # wipeWritePerm makes the other broker read-only too; the page follows by itself.
+        client = await RemotingClient.connect("127.0.0.1", ctrl.port)
+        try:
+            answer = await client.request(
+                RemotingCommand(
+                    code=RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                    version=401,
+                    ext_fields={"brokerName": "broker-rw"},
+                )
+            )
+        finally:
+            await client.close()
+        assert answer.code == ResponseCode.SUCCESS
+        await rw_row.locator(".pill.ro").wait_for()
+        await (
+            page.locator("#topics tbody tr", has_text=LONG_TOPIC)
+            .locator("td:nth-child(4)", has_text="0")
+            .wait_for()
+        )
+        await page.screenshot(path=str(SCREENSHOT.with_name("status-page-read-only.png")))
+    finally:
+        for client in (writable, read_only):
+            await client.stop()
+        await http.stop()
+        await ctrl.stop()

@@ -28,7 +28,7 @@ H_MS = 30_000
 TIMEOUT_S = 120.0
 SCAN_S = 10.0
 
-# design.md "Journal": the fields of each type and their JSON types
+# docs/journal.md: the fields of each type and their JSON types
 INT, STR, BOOL, LIST, DICT = int, str, bool, list, dict
 SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "server_started": {"version": (STR,), "config": (DICT,)},

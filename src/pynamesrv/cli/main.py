@@ -7,6 +7,7 @@ admin client or PySpark at start-up (start time is one of our promises).
 from __future__ import annotations
 
 import importlib
+import platform
 from typing import Final
 
 import click
@@ -14,6 +15,7 @@ import click
 # command name -> (module, attribute, one-line help shown by --help)
 SUBCOMMANDS: Final = {
     "serve": ("pynamesrv.cli.serve", "serve", "Run the name server."),
+    "stop": ("pynamesrv.cli.stop", "stop", "Stop a running name server (by its pid file)."),
     "admin": ("pynamesrv.cli.admin", "admin", "mqadmin-compatible name-server administration."),
     "journal": ("pynamesrv.cli.journal", "journal", "Read the route-change journal."),
     "simulate": ("pynamesrv.cli.simulate", "simulate", "Simulate brokers, clients and chaos."),
@@ -43,6 +45,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="pynamesrv")
+@click.version_option(
+    package_name="pynamesrv", message=f"%(prog)s %(version)s (Python {platform.python_version()})"
+)
 def cli() -> None:
     """pynamesrv: a wire-compatible Apache RocketMQ NameServer."""

@@ -1,4 +1,8 @@
-"""``pynamesrv serve``: mqnamesrv's command line (-c, -p) plus --listen/--port."""
+"""``pynamesrv serve``: mqnamesrv's command line (-c, -p) plus flags for the common keys.
+
+Every flag sets a key of the table (``namesrv.settings``), so a ``-c`` file can say the same;
+a flag wins over the file.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from pathlib import Path
 import click
 
 from pynamesrv.app import NameServer
-from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry
+from pynamesrv.cli import logs, pidfile
+from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.controller import ListenError
 from pynamesrv.namesrv.kvconfig import KvConfigError
 
@@ -76,9 +81,40 @@ async def _run(server: NameServer) -> None:
 @click.option("--no-journal", is_flag=True, help="Do not write the journal (journalEnable).")
 @click.option(
     "--log-level",
-    default="INFO",
-    show_default=True,
+    default=None,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Lowest level logged (logLevel, INFO).",
+)
+@click.option(
+    "--log-file",
+    default=None,
+    metavar="PATH|default",
+    help="Log to this file instead of standard error (logFile); 'default' is Java's "
+    "~/logs/rocketmqlogs/namesrv.log.",
+)
+@click.option(
+    "--log-max-bytes",
+    type=int,
+    default=None,
+    help="Rotate the log file at this size (logMaxBytes, 100 MiB; 0: never).",
+)
+@click.option(
+    "--log-backups",
+    type=int,
+    default=None,
+    help="Rotated log files kept, gzip-compressed (logBackups, 5).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    default=None,
+    help="text, or json: one object per line with ts, level, logger, message (logFormat).",
+)
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the process id here while serving (pidFile); `pynamesrv stop` reads it.",
 )
 def serve(
     config_file: Path | None,
@@ -88,7 +124,12 @@ def serve(
     http_port: int | None,
     journal_dir: Path | None,
     no_journal: bool,
-    log_level: str,
+    log_level: str | None,
+    log_file: str | None,
+    log_max_bytes: int | None,
+    log_backups: int | None,
+    log_format: str | None,
+    pid_file: Path | None,
 ) -> None:
     """Run the name server."""
     flags = {
@@ -97,6 +138,12 @@ def serve(
         "httpPort": http_port,
         "journalDir": journal_dir,
         "journalEnable": False if no_journal else None,
+        "logLevel": log_level,
+        "logFile": log_file,
+        "logMaxBytes": log_max_bytes,
+        "logBackups": log_backups,
+        "logFormat": log_format,
+        "pidFile": pid_file.absolute() if pid_file is not None else None,
     }
     overrides = {key: _text(value) for key, value in flags.items() if value is not None}
     try:
@@ -111,12 +158,25 @@ def serve(
         for key, value in registry.all_properties().items():
             click.echo(f"{key}={value}")
         return
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)-5s %(name)s - %(message)s",
-        stream=sys.stderr,
-    )
-    install_event_loop_policy()
+    config = registry.config
+    pid_path = Path(config.pid_file) if config.pid_file else None
+    if pid_path is not None:  # first: a refused second server must not touch the log
+        try:
+            pidfile.claim(pid_path)
+        except pidfile.PidFileError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+    try:
+        _start_logging(config)
+        install_event_loop_policy()
+        _serve(registry)
+    finally:
+        if pid_path is not None:
+            pidfile.release(pid_path)
+
+
+def _serve(registry: ConfigRegistry) -> None:
+    """Build the server and run it until SIGTERM/SIGINT; what stops it early is one line."""
     try:
         server = NameServer(registry)
     except ValueError as exc:  # TLS files or the accounts file that do not load
@@ -132,3 +192,25 @@ def serve(
             f"cannot listen on {exc.host}:{exc.port}: {exc.reason} "
             f"(the port is set by {exc.key}{flag})"
         ) from exc
+
+
+def _start_logging(config: NamesrvConfig) -> None:
+    """Standard error or the log file; a file that cannot be opened stops ``serve``."""
+    try:
+        path = logs.configure(
+            log_file=config.log_file,
+            max_bytes=config.log_max_bytes,
+            backups=config.log_backups,
+            log_format=config.log_format,
+            level=config.log_level,
+        )
+    except OSError as exc:
+        shown = logs.resolve_log_file(config.log_file)
+        click.echo(
+            f"Error: cannot open log file {shown}: {(exc.strerror or str(exc)).lower()} "
+            "(set by logFile / --log-file)",
+            err=True,
+        )
+        sys.exit(2)
+    if path is not None:
+        click.echo(f"logging to {path}", err=True)

@@ -66,6 +66,12 @@ def _load_page() -> tuple[bytes, str]:
     return html.encode("utf-8"), csp
 
 
+def _local_host(request: web.Request) -> str | None:
+    """The local address a request arrived on."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    return sockname[0] if isinstance(sockname, tuple) else None
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     # brokerAddrs has int keys (broker ids), as in the route body.
     body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
@@ -149,13 +155,14 @@ class HttpServer:
     async def nsaddr(self, request: web.Request) -> web.Response:
         """Plain ``host:port;host:port``, no trailing newline (clients cut at the first one)."""
         self.nsaddr_requests += 1
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        local = sockname[0] if isinstance(sockname, tuple) else None
-        text = views.nsaddr_text(self.view, request.headers.get("Host"), local)
+        text = views.nsaddr_text(self.view, request.headers.get("Host"), _local_host(request))
         return web.Response(text=text, content_type=TEXT_PLAIN)
 
     async def api_status(self, request: web.Request) -> web.Response:
-        return _json(views.status_view(self.view, _now_ms()))
+        status = views.status_view(
+            self.view, _now_ms(), request.headers.get("Host"), _local_host(request)
+        )
+        return _json(status)
 
     async def api_clusters(self, request: web.Request) -> web.Response:
         return _json(views.clusters_view(self.view, _now_ms()))

@@ -3,18 +3,22 @@
 The hot path only bumps integers (``namesrv.stats``); this collector turns them into metric
 families when Prometheus asks, so a scrape costs a few dict walks and a request costs nothing
 extra. Each server gets its own ``CollectorRegistry``: two name servers in one process (the
-tests) must not share or collide in the global registry.
+tests) must not share or collide in the global registry. That registry also holds the
+standard ``process_*`` metrics (CPU, memory, file descriptors) of this process.
 
-Labels are bounded on purpose: request code (the known ``RequestCode`` values, everything
-else folded into ``other``), cluster, removal reason. Never a topic or an address: those grow
-with the deployment and would blow up the time-series database.
+Labels are bounded on purpose: ``request_code`` (the known ``RequestCode`` values, everything
+else folded into ``other``), ``code`` (a response code, likewise), cluster, removal reason.
+Never a topic or an address: those grow with the deployment and would blow up the
+time-series database. There is no ``pynamesrv_up``: Prometheus sets ``up`` for every target.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
+from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -25,10 +29,11 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from pynamesrv import __version__
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
 from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
-from pynamesrv.remoting.codes import RequestCode
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.server import (
     REFUSED_BUFFER_BUDGET,
     REFUSED_FRAME_TIMEOUT,
@@ -41,7 +46,6 @@ if TYPE_CHECKING:
 
 OTHER_CODE: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
-# Always exported (as 0 until they happen), so that rate() and alerts work from the start.
 # Always exported, at 0 until something happens, so alerts need no absent() clause.
 REFUSAL_REASONS: Final = (
     REFUSED_BUFFER_BUDGET,
@@ -68,12 +72,29 @@ def _request_series(
     series = []
     for code in sorted(requests):
         histogram = requests[code]
-        if code == STATS_OTHER_CODE:
-            label, name = OTHER_CODE, UNKNOWN_NAME
-        else:
-            label, name = str(code), RequestCode(code).name
+        label, name = _code_label(code, RequestCode)
         series.append((label, name, histogram.cumulative(), histogram.sum_s))
     return series
+
+
+def _code_label(code: int, names: type[RequestCode] | type[ResponseCode]) -> tuple[str, str]:
+    """(label value, name) of a request or response code; ``NamesrvStats`` folded the
+    unknown ones into ``STATS_OTHER_CODE``."""
+    if code == STATS_OTHER_CODE:
+        return OTHER_CODE, UNKNOWN_NAME
+    return str(code), names(code).name
+
+
+def build_info_labels() -> dict[str, str]:
+    """What ``pynamesrv_build_info`` says: which code runs, on what."""
+    return {
+        "version": __version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()}-{platform.machine()}".lower(),
+    }
+
+
+BUILD_INFO: Final = build_info_labels()
 
 
 class NamesrvCollector(Collector):
@@ -90,12 +111,12 @@ class NamesrvCollector(Collector):
         requests = CounterMetricFamily(
             "pynamesrv_requests",
             "Remoting requests handled, by request code.",
-            labels=["code", "name"],
+            labels=["request_code", "name"],
         )
         durations = HistogramMetricFamily(
             "pynamesrv_request_duration_seconds",
             "Time spent handling a remoting request on the event loop, by request code.",
-            labels=["code", "name"],
+            labels=["request_code", "name"],
         )
         for code, name, cumulative, sum_s in _request_series(stats.requests):
             requests.add_metric([code, name], cumulative[-1])
@@ -104,6 +125,17 @@ class NamesrvCollector(Collector):
             )
         yield requests
         yield durations
+
+        errors = CounterMetricFamily(
+            "pynamesrv_error_answers",
+            "Answers whose code is not SUCCESS, by response code (and the request's code).",
+            labels=["code", "name", "request_code", "request_name"],
+        )
+        for (request_code, response_code), count in sorted(stats.error_answers.items()):
+            code_label, code_name = _code_label(response_code, ResponseCode)
+            request_label, request_name = _code_label(request_code, RequestCode)
+            errors.add_metric([code_label, code_name, request_label, request_name], count)
+        yield errors
 
         queries = CounterMetricFamily(
             "pynamesrv_route_queries",
@@ -193,20 +225,27 @@ class NamesrvCollector(Collector):
                 "How far the journal writer is behind the events it was given (lag_seconds()).",
                 value=lag,
             )
-        yield GaugeMetricFamily("pynamesrv_up", "The process is running.", value=1)
         yield GaugeMetricFamily(
             "pynamesrv_ready",
             "1 when the name server answers remoting requests.",
             value=1 if view.ready else 0,
         )
+        build = GaugeMetricFamily(
+            "pynamesrv_build_info",
+            "Always 1; the labels say which pynamesrv, Python and platform run.",
+            labels=list(BUILD_INFO),
+        )
+        build.add_metric(list(BUILD_INFO.values()), 1)
+        yield build
 
 
 def build_registry(
     view: NamesrvView, nsaddr_requests: Callable[[], int] | None = None
 ) -> CollectorRegistry:
-    """A registry of its own holding only this name server's collector."""
+    """A registry of its own: this name server's collector and the process metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NamesrvCollector(view, nsaddr_requests))
+    ProcessCollector(registry=registry)
     return registry
 
 

@@ -38,12 +38,15 @@ def broker_state(age_ms: int, timeout_ms: int) -> str:
     return "expiring" if age_ms * 2 > timeout_ms else "live"
 
 
-def status_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
-    """Headline numbers for the status page."""
+def status_view(
+    view: NamesrvView, now_ms: int, host_header: str | None = None, local_host: str | None = None
+) -> dict[str, Any]:
+    """Headline numbers for the status page; ``listenAddr`` is the remoting address as the
+    browser can reach it (see ``reachable_addr``)."""
     stats = view.stats
     return {
         "version": __version__,
-        "listenAddr": f"{_bracket(view.host)}:{view.port}",
+        "listenAddr": reachable_addr(view, host_header, local_host),
         "ready": view.ready,
         "nowMs": now_ms,
         **view.counts(),
@@ -62,6 +65,7 @@ def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
     for cluster, groups in view.clusters():
         shown = []
         for name, brokers in groups:
+            writable = view.group_accepts_writes(name)
             entries = []
             for broker in brokers:
                 entry: dict[str, Any] = {
@@ -87,7 +91,14 @@ def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
                         haServerAddr=live.ha_server_addr,
                     )
                 entries.append(entry)
-            shown.append({"brokerName": name, "brokers": entries})
+            shown.append(
+                {
+                    "brokerName": name,
+                    # False: no topic of the group takes writes (perm without W)
+                    "writable": writable,
+                    "brokers": entries,
+                }
+            )
         clusters.append({"cluster": cluster, "brokerGroups": shown})
     return {"nowMs": now_ms, "clusters": clusters}
 
@@ -104,6 +115,7 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
     shown = heapq.nsmallest(limit, matched)
     topics = []
     for topic in shown:
+        queue_datas = view.topic_queues(topic)
         queues: list[dict[str, Any]] = [
             {
                 "brokerName": q.broker_name,
@@ -112,14 +124,17 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
                 "perm": q.perm,
                 "permText": perm_text(q.perm),
             }
-            for q in view.topic_queues(topic)
+            for q in queue_datas
         ]
         topics.append(
             {
                 "topic": topic,
                 "queues": queues,
-                "readQueueNums": sum(q["readQueueNums"] for q in queues),
-                "writeQueueNums": sum(q["writeQueueNums"] for q in queues),
+                # Queues a client can use: a read-only broker adds no write queues.
+                "readQueueNums": sum(q.read_queue_nums for q in queue_datas if q.perm & Perm.READ),
+                "writeQueueNums": sum(
+                    q.write_queue_nums for q in queue_datas if q.perm & Perm.WRITE
+                ),
             }
         )
     return {
@@ -131,14 +146,18 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
 
 
 def nsaddr_text(view: NamesrvView, host_header: str | None, local_host: str | None) -> str:
-    """What the address service serves: ``nsAddrList`` if set, else this server's address.
-
-    A server bound to a wildcard address does not know which of its addresses a client can
-    reach, so it answers with the host the client used (Host header, without the port:
-    rocketmq-client-cpp sends none), or else the local address the request arrived on.
-    """
+    """What the address service serves: ``nsAddrList`` if set, else this server's address
+    as the client reaches it."""
     if view.ns_addr_list:
         return view.ns_addr_list
+    return reachable_addr(view, host_header, local_host)
+
+
+def reachable_addr(view: NamesrvView, host_header: str | None, local_host: str | None) -> str:
+    """This server's remoting ``host:port`` as the asking client can reach it: the bound
+    address, or for a wildcard bind (``0.0.0.0``) the host the client used (Host header,
+    without the port: rocketmq-client-cpp sends none), else the local address the request
+    arrived on."""
     host = view.host
     if host in _WILDCARD_HOSTS:
         host = _host_part(host_header) or local_host or "127.0.0.1"

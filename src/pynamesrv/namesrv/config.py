@@ -143,6 +143,13 @@ class NamesrvConfig:
     journal_retention_hours: int = 168
     journal_max_bytes: int = 10 * 1024**3
     route_queries_window_ms: int = 60_000
+    # pynamesrv's own: logs and the process
+    log_file: str = ""
+    log_max_bytes: int = 100 * 1024 * 1024  # Java's logback: 100MB
+    log_backups: int = 5  # Java's logback: maxIndex 5
+    log_format: str = "text"
+    log_level: str = "info"
+    pid_file: str = ""
     # pynamesrv's own: authenticated admin writes (namesrv/acl.py)
     acl_file: str = ""
     acl_registration_required: bool = False
@@ -281,9 +288,9 @@ class ConfigRegistry:
     def from_file(
         cls, path: Path | None, overrides: dict[str, str] | None = None
     ) -> ConfigRegistry:
-        """Defaults, then the -c file (whose path becomes configStorePath, as in Java) or,
-        without one, what earlier UPDATE_NAMESRV_CONFIGs persisted in configStorePath, then
-        ``overrides`` (command-line flags). Nothing is half-applied: any problem raises
+        """Defaults, then the -c file (whose path becomes configStorePath, as in Java, so
+        what UPDATE_NAMESRV_CONFIG persists is read at the next start), then ``overrides``
+        (command-line flags). Nothing is half-applied: any problem raises
         ``ConfigFileError`` listing all of them."""
         config = NamesrvConfig()
         props: dict[str, str] = {}
@@ -296,12 +303,6 @@ class ConfigRegistry:
         problems = _apply(config, props)
         if path is not None:
             config.config_store_path = str(path)
-        else:
-            stored = Path(config.config_store_path)
-            if stored.is_file():
-                store_text, props = _read_store(stored)
-                source = str(stored)
-                problems += _apply(config, props)
         flag_problems = _apply(config, (overrides or {}))
         if problems:
             raise ConfigFileError(source, problems)
@@ -311,7 +312,7 @@ class ConfigRegistry:
         if combined:
             raise ConfigFileError(source, combined)
         registry = cls(config, props, store_text)
-        registry.loaded_from = None if path is None and store_text is None else source
+        registry.loaded_from = None if path is None else source
         return registry
 
     # ------------------------------------------------------------------ reports

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from time import perf_counter
@@ -282,16 +282,34 @@ class NamesrvController:
             try:
                 job()  # type: ignore[operator]
             except Exception:
-                log.exception("periodic task %s failed", job)
+                log.exception("periodic task %s failed", getattr(job, "__name__", "?"))
             await asyncio.sleep(period_s)
 
     # ------------------------------------------------------------------ requests
 
     def handle(self, request: RemotingCommand, conn: Connection) -> Answer:
-        """Answer one decoded request (the remoting server's handler)."""
+        """Answer one decoded request (the remoting server's handler).
+
+        Every answer passes here (the route fast path answers only hits, which are
+        successes), so this is where error answers are counted, by request and response code.
+        """
         start = perf_counter()
         answer = self.processor.process(request, conn)
         self.stats.observe_request(request.code, perf_counter() - start)
+        if isinstance(answer, RemotingCommand):
+            if answer.code:
+                self.stats.count_error_answer(request.code, answer.code)
+        elif answer is not None and not isinstance(answer, bytes):  # an admin write's answer
+            return self._counted(request, answer)
+        return answer
+
+    async def _counted(
+        self, request: RemotingCommand, pending: Awaitable[RemotingCommand]
+    ) -> RemotingCommand:
+        """The awaited answer, its error code counted once it is known (oneway: none sent)."""
+        answer = await pending
+        if answer is not None and answer.code and not request.is_oneway:
+            self.stats.count_error_answer(request.code, answer.code)
         return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:

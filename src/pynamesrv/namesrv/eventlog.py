@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+import orjson
+
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
 
 log = logging.getLogger("pynamesrv")
@@ -53,7 +55,7 @@ class EventLog:
                 if event.reason != "no_broker":  # those were counted in the removal's line
                     log.info("topic %s removed (%s)", event.topic, event.reason)
             elif log.isEnabledFor(logging.DEBUG):
-                log.debug("%s %s", event.TYPE, event.to_record())
+                log.debug("%s %s", event.TYPE, orjson.dumps(event.to_record()).decode())
 
 
 def _registered(event: BrokerRegistered) -> None:

@@ -1,4 +1,4 @@
-"""State-change events returned by the route registry, KV store and config (design.md journal).
+"""State-change events returned by the route registry, KV store and config (docs/journal.md).
 
 The registry never logs or writes anything itself; it returns these, and the controller hands
 them to the log and the journal. Field names are the journal's contract: add, never rename.

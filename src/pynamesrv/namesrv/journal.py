@@ -1,4 +1,4 @@
-"""The route-change journal: every state change as a JSON line (design.md, "Journal").
+"""The route-change journal: every state change as a JSON line (docs/journal.md).
 
 Each instance appends to ``<dir>/<instance>/events-YYYYMMDD-HH.jsonl`` (UTC hour files; ``:``
 in the instance is written ``_`` because Hadoop paths cannot hold a colon; the ``ns`` field

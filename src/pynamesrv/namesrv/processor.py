@@ -194,7 +194,13 @@ class DefaultRequestProcessor:
             except RequestError as exc:
                 answer = self._error(request, exc)
             except Exception as exc:
-                log.warning("request code %s failed: %r", request.code, exc, exc_info=True)
+                log.warning(
+                    "request code %s failed: %s: %s",
+                    request.code,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=True,
+                )
                 answer = RemotingCommand.response_to(
                     request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
                 )

@@ -10,7 +10,7 @@ registration) except where that would change an answer a 4.9.4 peer relies on; s
 method docstrings.
 
 Route answers are cached as encoded bytes per (topic, dialect) and dropped whenever a change
-touches the topic, so a route query costs one dict look-up (design.md).
+touches the topic, so a route query costs one dict look-up.
 """
 
 from __future__ import annotations
@@ -603,6 +603,19 @@ class RouteInfoManager:
                 "cluster": cluster,
             }
         }
+
+    def group_accepts_writes(self, broker_name: str) -> bool | None:
+        """Whether any topic of the broker group has write permission; None when the group
+        has no topic. Stops at the first writable one, so a writable group costs one look-up
+        (the status page asks every few seconds) and a read-only one its topic count."""
+        topics = self._topics_by_broker.get(broker_name)
+        if not topics:
+            return None
+        for topic in topics:
+            queue_data = self.topic_queue_table.get(topic, {}).get(broker_name)
+            if queue_data is not None and queue_data.perm & Perm.WRITE:
+                return True
+        return False
 
     def snapshot(self) -> dict[str, Any]:
         """Brokers and topic queues as the journal's ``snapshot`` event records them."""

@@ -373,6 +373,23 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("routeQueriesWindowMs", N, RESTART, False, "pynamesrv",
          "Window of the journal's per-topic route-query counts.",
          minimum=1000, maximum=3_600_000),
+    # pynamesrv's own: logs and the process (cli/logs.py, cli/pidfile.py)
+    _key("logFile", Kind.PATH, RESTART, False, "pynamesrv",
+         "Log file (empty: standard error; default: ~/logs/rocketmqlogs/namesrv.log, "
+         "Java's place). Rotated by size, older files gzip-compressed (namesrv.log.1.gz, ...)."),
+    _key("logMaxBytes", N, RESTART, False, "pynamesrv",
+         "Size at which the log file is rotated (0: never, e.g. under logrotate).",
+         minimum=0, maximum=2**40),
+    _key("logBackups", N, RESTART, False, "pynamesrv",
+         "Rotated log files kept (0: never rotate).", minimum=0, maximum=1000),
+    _key("logFormat", Kind.CHOICE, RESTART, False, "pynamesrv",
+         "text (one line per record) or json (one JSON object per line: ts, level, "
+         "logger, message, and extra fields).", choices=("text", "json")),
+    _key("logLevel", Kind.CHOICE, RESTART, False, "pynamesrv",
+         "Lowest level logged.", choices=("debug", "info", "warning", "error")),
+    _key("pidFile", Kind.PATH, RESTART, False, "pynamesrv",
+         "File serve writes its process id to, and removes at exit; `pynamesrv stop` reads "
+         "it (empty: none)."),
 )  # fmt: skip
 
 BY_KEY: Final = {setting.key: setting for setting in SETTINGS}

@@ -12,10 +12,11 @@ from collections import Counter
 from typing import Final
 
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
-from pynamesrv.remoting.codes import RequestCode
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
 
 _KNOWN_CODES: Final = frozenset(int(c) for c in RequestCode)
-OTHER_CODE: Final = -1  # every request code the name server does not know
+_KNOWN_RESPONSES: Final = frozenset(int(c) for c in ResponseCode)
+OTHER_CODE: Final = -1  # every request (or response) code the name server does not know
 MAX_MISSED_TOPICS: Final = 10_000  # distinct unrouted topics told apart per journal window
 
 # Upper bounds (seconds) of the request-latency histogram buckets; +Inf is implicit.
@@ -65,6 +66,9 @@ class NamesrvStats:
         self.heartbeats = 0  # registrations and data-version queries that changed nothing
         self.removals: Counter[str] = Counter()  # by reason
         self.topics_removed: Counter[str] = Counter()  # by reason
+        # Answers with a code other than SUCCESS, by (request code, response code); both
+        # folded into OTHER_CODE when unknown, so the table stays bounded.
+        self.error_answers: Counter[tuple[int, int]] = Counter()
 
     def count_miss(self, topic: str) -> None:
         """A route query for a topic without a route. Clients choose these names, so at most
@@ -87,6 +91,14 @@ class NamesrvStats:
 
     def observe_request(self, code: int, seconds: float) -> None:
         self.histogram(code).observe(seconds)
+
+    def count_error_answer(self, request_code: int, response_code: int) -> None:
+        """An answer whose code is not SUCCESS (misses, refusals, bad requests, failures)."""
+        if request_code not in _KNOWN_CODES:
+            request_code = OTHER_CODE
+        if response_code not in _KNOWN_RESPONSES:
+            response_code = OTHER_CODE
+        self.error_answers[request_code, response_code] += 1
 
     def histogram(self, code: int) -> RequestHistogram:
         """The latency histogram of a request code (kept for hot paths that observe often)."""

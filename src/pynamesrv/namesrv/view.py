@@ -126,6 +126,11 @@ class NamesrvView:
                 ],
             )
 
+    def group_accepts_writes(self, broker_name: str) -> bool | None:
+        """False for a read-only group (no topic with write permission: wipeWritePerm, or a
+        broker started with brokerPermission=4); None when it has no topic."""
+        return self._ctrl.routes.group_accepts_writes(broker_name)
+
     def topic_names(self) -> Iterator[str]:
         return iter(self._ctrl.routes.topic_queue_table)
 

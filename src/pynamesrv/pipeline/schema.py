@@ -1,4 +1,4 @@
-"""The journal as a Spark DataFrame: one explicit schema, one reader (design.md "Journal").
+"""The journal as a Spark DataFrame: one explicit schema, one reader (docs/journal.md).
 
 An explicit schema instead of inference: inference reads all input twice and guesses types
 per file (an empty ``counts`` map would become a struct). Malformed lines, such as the torn

@@ -224,7 +224,9 @@ class Connection(asyncio.Protocol):
             except FrameError as exc:
                 return index, exc
             except Exception as exc:  # a decoder bug: close, but keep the answers so far
-                log.error("decoding a frame from %s failed: %r", self.peer, exc)
+                log.error(
+                    "decoding a frame from %s failed: %s: %s", self.peer, type(exc).__name__, exc
+                )
                 return index, FrameError(f"undecodable frame ({type(exc).__name__})")
             index += 1
             answer = handler(command, self)
@@ -241,7 +243,12 @@ class Connection(asyncio.Protocol):
                 try:
                     out.append(encode(answer))
                 except Exception as exc:  # an answer we cannot encode is our bug, not theirs
-                    log.error("encoding the answer to code %s failed: %r", command.code, exc)
+                    log.error(
+                        "encoding the answer to code %s failed: %s: %s",
+                        command.code,
+                        type(exc).__name__,
+                        exc,
+                    )
                     return index, FrameError("unanswerable request")
         return index, None
 
@@ -254,7 +261,7 @@ class Connection(asyncio.Protocol):
         try:
             command = await answer
         except Exception as exc:  # handlers answer their own errors; this is a bug
-            log.error("answering %s failed: %r", self.peer, exc)
+            log.error("answering %s failed: %s: %s", self.peer, type(exc).__name__, exc)
             command = None
         self._waiting = None
         if not self.is_open:
@@ -263,7 +270,9 @@ class Connection(asyncio.Protocol):
             try:
                 self._send(encode(command))
             except Exception as exc:
-                log.error("encoding an answer to %s failed: %r", self.peer, exc)
+                log.error(
+                    "encoding an answer to %s failed: %s: %s", self.peer, type(exc).__name__, exc
+                )
         frames, error = list(self._backlog), self._backlog_error
         self._backlog.clear()
         self._backlog_bytes, self._backlog_error = 0, None

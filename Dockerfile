@@ -1,0 +1,40 @@
+# pynamesrv in a container: slim, non-root, state on one volume.
+#
+#   docker build -t pynamesrv:0.1.0 .
+#   docker run -d --name namesrv -p 9876:9876 -p 9880:9880 -v namesrv-data:/data pynamesrv:0.1.0
+#
+# Ports: 9876 remoting (brokers, clients, mqadmin), 9880 HTTP (/metrics, /healthz, status page).
+# Volume /data is the home of the pynamesrv user: the KV store (/data/namesrv/kvConfig.json),
+# the journal (/data/namesrv/journal) and, with --log-file default, the log
+# (/data/logs/rocketmqlogs). Logs go to standard error otherwise (docker logs).
+# Arguments go to `pynamesrv`: `docker run ... pynamesrv:0.1.0 serve -c /data/namesrv.properties`,
+# `docker exec namesrv pynamesrv admin clusterList -n 127.0.0.1:9876`.
+# The base image is pinned to the Python the test suite runs on.
+
+FROM python:3.11.7-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE ./
+COPY src ./src
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11.7-slim-bookworm
+RUN groupadd --system --gid 10001 pynamesrv \
+    && useradd --system --uid 10001 --gid pynamesrv --home-dir /data --create-home \
+       --shell /usr/sbin/nologin pynamesrv
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links=/wheels pynamesrv \
+    && rm -rf /wheels
+ENV HOME=/data \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /data
+VOLUME ["/data"]
+EXPOSE 9876 9880
+USER 10001:10001
+# /healthz answers 200 once the remoting port serves; change the port here if httpPort moves.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:9880/healthz', timeout=2).status != 200)"]
+# SIGTERM stops serve cleanly: routes journaled, KV store closed, ports closed.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["pynamesrv"]
+CMD ["serve"]
