@@ -17,6 +17,7 @@ from fake_broker import FakeBroker
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import GUARD_S
 
 PEERS_DIR = Path(__file__).resolve().parent
 GET_ROUTEINFO_BY_TOPIC = 105
@@ -48,7 +49,7 @@ async def fetch_route(
             version=version,
             ext_fields={"topic": topic},
         )
-        response = await client.request(request, timeout=3.0)
+        response = await client.request(request, timeout=GUARD_S)
     finally:
         await client.close()
     assert response.code == 0, f"route for {topic}: code {response.code} {response.remark!r}"
