@@ -14,7 +14,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar, cast
 
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.events import Event
@@ -33,16 +33,19 @@ async def wait_for(
 ) -> T:
     """Check ``condition`` (sync or async) every few ms until it returns something truthy;
     return that. For state the server offers no event for (connections, files, the wire)."""
+    guard = asyncio.timeout(timeout_s)
     try:
-        async with asyncio.timeout(timeout_s):
+        async with guard:
             while True:
                 result = condition()
                 if inspect.isawaitable(result):
                     result = await result
                 if result:
-                    return result  # type: ignore[return-value]
+                    return cast(T, result)
                 await asyncio.sleep(POLL_S)
     except TimeoutError:
+        if not guard.expired():
+            raise  # the condition's own timeout (a request that got no answer)
         raise AssertionError(f"{what}: not reached within the {timeout_s:.0f} s guard") from None
 
 
@@ -101,12 +104,15 @@ class EventLog:
         self, condition: Callable[[], T], what: str = "the condition", timeout_s: float = GUARD_S
     ) -> T:
         """Check ``condition`` now and after every report until it is truthy; return it."""
+        guard = asyncio.timeout(timeout_s)
         try:
-            async with asyncio.timeout(timeout_s):
+            async with guard:
                 while not (result := condition()):
                     self._changed.clear()
                     await self._changed.wait()
         except TimeoutError:
+            if not guard.expired():
+                raise
             seen = [type(s.event).__name__ for s in self.stamped][-20:]
             raise AssertionError(
                 f"{what}: not reached within the {timeout_s:.0f} s guard; last reported: {seen}"
