@@ -20,6 +20,17 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     return {"uvloop": uvloop.new_event_loop}
 
 
+# A Spark job on a shared two-core machine can take minutes where a remoting test takes
+# seconds: pipeline tests get a longer guard than pyproject's 120 s default.
+PIPELINE_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "pipeline" in item.path.parts and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(PIPELINE_TIMEOUT_S))
+
+
 @pytest.fixture(autouse=True)
 def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test, and every ``pynamesrv`` it starts, gets a home of its own: defaults such

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from pynamesrv.namesrv import requests
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import GUARD_S, wait_for
 
 
 async def query_route(port: int, topic: str, version: int = 401) -> RemotingCommand:
@@ -19,18 +19,15 @@ async def query_route(port: int, topic: str, version: int = 401) -> RemotingComm
         await client.close()
 
 
-async def wait_until_unrouted(port: int, topic: str, timeout_s: float) -> float:
-    """Poll until the topic has no route; returns the seconds it took."""
-    start = time.monotonic()
-    while True:
-        answer = await query_route(port, topic)
-        if answer.code == ResponseCode.TOPIC_NOT_EXIST:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"{topic} still routed after {timeout_s}s")
-        await asyncio.sleep(0.02)
+async def wait_until_unrouted(port: int, topic: str) -> None:
+    """Ask for the topic's route until the server says it has none (a client's view)."""
+
+    async def unrouted() -> bool:
+        return (await query_route(port, topic)).code == ResponseCode.TOPIC_NOT_EXIST
+
+    await wait_for(unrouted, f"{topic} unrouted on port {port}")
 
 
-async def read_until_eof(reader: asyncio.StreamReader, timeout_s: float = 2.0) -> bytes:
-    """Everything the server sends before it closes; fails if it does not close in time."""
+async def read_until_eof(reader: asyncio.StreamReader, timeout_s: float = GUARD_S) -> bytes:
+    """Everything the server sends before it closes; the timeout only guards against a hang."""
     return await asyncio.wait_for(reader.read(), timeout_s)

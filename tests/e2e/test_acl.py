@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import wait_for
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 ACCOUNTS = """\
@@ -356,10 +356,10 @@ async def test_accounts_file_changes_apply_without_restart(
     tmp.chmod(0o600)
     tmp.replace(acl_file)  # as an operator's tooling writes it: atomically
 
-    deadline = time.monotonic() + 10  # the file is looked at once a second
-    while (await client.request(sign(WRITES[0].request(), newcomer))).code != 0:
-        assert time.monotonic() < deadline, "the new account never took effect"
-        await asyncio.sleep(0.05)
+    async def newcomer_accepted() -> bool:  # the file is looked at once a second
+        return (await client.request(sign(WRITES[0].request(), newcomer))).code == 0
+
+    await wait_for(newcomer_accepted, "the new account took effect")
     assert WRITES[0].took_effect(ns)
     answer = await client.request(sign(WRITES[1].request(), ADMIN))
     assert (answer.code, answer.remark) == (16, "No acl config for rocketmq2")

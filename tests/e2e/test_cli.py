@@ -8,13 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codes import ResponseCode
+from waiting import GUARD_S, wait_until
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 REPO = Path(__file__).resolve().parents[2]
@@ -26,16 +26,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = GUARD_S) -> None:
+    """Until the server in ``proc`` accepts connections on ``port``; fails if it exits."""
+
+    def listening() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode} before listening")
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listened on {port} within {timeout_s}s")
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listening, f"a server listening on {port}", timeout_s)
 
 
 def test_print_config_shows_mqnamesrv_keys_and_defaults(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for_port(port, proc, 20)
+        wait_for_port(port, proc)
 
         async def exercise() -> None:
             broker = BrokerClient(
@@ -107,7 +107,7 @@ def test_serve_answers_logs_and_stops_on_sigterm(tmp_path: Path) -> None:
             await broker.stop()
 
         asyncio.run(exercise())
-        wait_for_port(http_port, proc, 20)  # HTTP comes up just after the remoting port
+        wait_for_port(http_port, proc)  # HTTP comes up just after the remoting port
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=5) as reply:
             assert reply.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/rocketmq/nsaddr") as reply:

@@ -23,6 +23,7 @@ from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame
 from pynamesrv.remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import wait_for
 
 # ---------------------------------------------------------------- 1. oneway writes
 
@@ -297,21 +298,15 @@ async def test_a_trickled_frame_is_closed_at_its_deadline(start_namesrv: Any) ->
 async def test_connections_beyond_the_maximum_are_closed_at_once(start_namesrv: Any) -> None:
     ns = await start_namesrv(maxConnections=3)
     kept = [await asyncio.open_connection("127.0.0.1", ns.port) for _ in range(3)]
-    await _wait_for(lambda: len(ns.server.connections) == 3)
+    await wait_for(lambda: len(ns.server.connections) == 3, "three connections held")
     reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
     assert await asyncio.wait_for(reader.read(), 10) == b""
     writer.close()
     assert ns.server.refused["max_connections"] == 1
     for _, kept_writer in kept:
         kept_writer.close()
-    await _wait_for(lambda: not ns.server.connections)
+    await wait_for(lambda: not ns.server.connections, "every connection closed")
     assert (await query_route(ns.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
-
-
-async def _wait_for(condition: Any, timeout_s: float = 10) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 # ---------------------------------------------------------------- 6. minor

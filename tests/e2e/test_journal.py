@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pynamesrv.namesrv.journal import Journal, hour_file_name, journal_files, re
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import wait_for
 
 INSTANCE = "127.0.0.1:19876"
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
@@ -78,14 +78,14 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
     b = broker(port, "b", "127.0.0.1:10921", heartbeat_timeout_ms=300)
     await b.start()
     await b.die_silently()
-    await wait_until_unrouted(port, "b-T", timeout_s=3)  # expired
+    await wait_until_unrouted(port, "b-T")  # expired
     await b.stop(unregister=False)
 
     c = broker(port, "c", "127.0.0.1:10931")
     await c.start()
     await c.die_silently()
     await c.close_connections()
-    await wait_until_unrouted(port, "c-T", timeout_s=3)  # connection closed
+    await wait_until_unrouted(port, "c-T")  # connection closed
 
     client = await RemotingClient.connect("127.0.0.1", port)
     for code, ext, body in (
@@ -96,9 +96,12 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
         answer = await client.request(RemotingCommand(code=code, ext_fields=ext, body=body))
         assert answer.code == ResponseCode.SUCCESS
     await client.close()
-    await asyncio.sleep(0.3)
-    mid_run = list(read_records(journal_files(root)))  # flushed within the interval
-    assert mid_run and mid_run[-1]["type"] == "config_changed"
+
+    def flushed_through_the_config_change() -> bool:
+        return any(r["type"] == "config_changed" for r in read_records(journal_files(root)))
+
+    # Written by the periodic flush alone, while the server runs (nothing here flushes).
+    await wait_for(flushed_through_the_config_change, "the journal flushed mid-run")
     await ns.stop()
 
     files = journal_files(root)
@@ -139,7 +142,7 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
     removed = [r for r in records if r["type"] == "broker_removed"]
     assert all(r["last_heartbeat_ts"] <= r["ts"] for r in removed)
     expired = next(r for r in removed if r["reason"] == "expired")
-    assert 300 <= expired["ts"] - expired["last_heartbeat_ts"] < 1500
+    assert expired["ts"] > expired["last_heartbeat_ts"] + 300  # after its deadline, not before
     started = records[0]
     assert started["config"]["journalDir"] == str(root) and "version" in started
     windows = [r for r in records if r["type"] == "route_queries"]

@@ -106,7 +106,7 @@ def test_acknowledged_kv_writes_survive_sigkill(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
-            wait_for_port(port, server, 20)
+            wait_for_port(port, server)
             acks, delay = rng.randint(3, 12), rng.uniform(0.0, 0.02)
             asyncio.run(kill_while_writing(writer, port, server, acks, delay))
         finally:

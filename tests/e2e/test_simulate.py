@@ -2,12 +2,14 @@
 
 The name servers run in the test's event loop (``start_namesrv``) with a 200 ms expiry scan;
 the simulator runs as the operator runs it, a subprocess of the installed entry point, and
-the assertions read its ``--json`` summary. Besides checking the simulator, these runs check
-the name server's liveness as the clients see it: graceful stops and dropped connections
-vanish from the routes at once, silent brokers exactly one heartbeat timeout after their last
-registration, and a broker cut off from one name server stays routed by the others.
-The last tests pin the simulator's own pure parts (fleet shape, chaos plan, detection
-bookkeeping) in milliseconds, so a wrong delay is not blamed on the name server.
+the assertions read its ``--json`` summary next to what the name servers reported (their
+events, stamped by their clock). Besides checking the simulator, these runs check the name
+server's liveness: graceful stops and dropped connections leave the routes by unregister and
+connection close (not by expiry), silent brokers by expiry after their deadline and never
+before, and a broker cut off from one name server stays routed by the others. The clients'
+view is checked for what it saw and in which order; how many milliseconds it took is the
+simulator's measurement, not a pass mark (machines slow down 2x). The last tests pin the
+simulator's own pure parts (fleet shape, chaos plan, detection bookkeeping) in milliseconds.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.events import BrokerHeartbeat, BrokerRegistered, BrokerRemoved
 from pynamesrv.simulate.detection import ChaosEvent, DetectionTracker
 from pynamesrv.simulate.scenario import (
     PartitionSpec,
@@ -33,6 +36,7 @@ from pynamesrv.simulate.scenario import (
     plan_chaos,
     topic_universe,
 )
+from waiting import EventLog, Stamped
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 PERIOD_S = 1
@@ -79,8 +83,22 @@ def only_watch(event: dict[str, Any]) -> dict[str, Any]:
     return watch
 
 
+def removals(log: EventLog, addr: str) -> list[Stamped[BrokerRemoved]]:
+    """The server's removals of the broker at ``addr``, in order (the run ends with the
+    simulator's exit, which closes the connections of the brokers still up)."""
+    return log.of(BrokerRemoved, broker_addr=addr)
+
+
+def assert_expired_after_deadline(log: EventLog, addr: str) -> None:
+    removed = removals(log, addr)[0]
+    assert removed.event.reason == "expired"
+    assert removed.event.last_heartbeat_ts is not None
+    assert removed.ts_ms > removed.event.last_heartbeat_ts + HEARTBEAT_TIMEOUT_MS
+
+
 async def test_kill_stop_drop_and_flap_are_detected_as_expected(start_namesrv, tmp_path) -> None:
     ns = await start_namesrv(scanNotActiveBrokerInterval=SCAN_MS)
+    log = EventLog(ns)
     summary, stdout = await simulate_json(
         tmp_path,
         *f"-n {addr(ns)} --brokers 20 --slaves 1 --topics 10 --register-period {PERIOD_S} "
@@ -93,42 +111,44 @@ async def test_kill_stop_drop_and_flap_are_detected_as_expected(start_namesrv, t
     regs = summary["registrations"]
     assert summary["fleet"] == {"groups": 20, "brokers": 40, "topics": 67, "topics_per_group": 10}
     assert regs["failed"] == 0 and summary["errors"] == {}
-    # 40 brokers once a second for ~7 s after the first spread-out round, minus the victims.
-    assert regs["ok"] >= 40 * 6
+    # Each acknowledged registration is one the server reported, as a change or a heartbeat
+    # (the exit may cut a round short after the server handled it: at most one per broker).
+    reported = log.of(BrokerRegistered) + log.of(BrokerHeartbeat)
+    assert regs["ok"] <= len(reported) <= regs["ok"] + 40
+    assert len({s.event.broker_addr for s in reported}) == 40
+    assert log.of(BrokerHeartbeat), "no broker registered twice"
     answers = summary["route_answers"]
-    assert answers["errors"] == 0 and answers["ok"] > 1000
+    assert answers["errors"] == 0 and answers["ok"] > 0
     assert summary["routed_brokers_seen"] == 40
     assert not summary["chaos"]["skipped"]
     assert summary["chaos"]["fired"] == 3 + len(events_of(summary, "flap"))
     assert len({e["broker"] for e in summary["chaos"]["events"]}) == 4  # one per group
 
     [stop] = events_of(summary, "stop")
-    assert only_watch(stop)["gone_ms"] < 500  # unregistered: gone at once
+    assert [r.event.reason for r in removals(log, stop["addr"])] == ["unregister"]
+    assert only_watch(stop)["gone_ms"] is not None  # the clients saw it leave
 
     [drop] = events_of(summary, "drop")
+    # The server drops the broker when its connection closes; it registers again next period.
+    assert removals(log, drop["addr"])[0].event.reason == "channel_closed"
     watch = only_watch(drop)
-    assert watch["gone_ms"] < 500  # the server drops the broker when its connection closes
-    assert watch["restored_ms"] is not None and watch["restored_ms"] <= PERIOD_S * 1000 + 300
-    assert watch["back_ms"] is not None and watch["back_after_restore_ms"] < 500
+    assert watch["gone_ms"] is not None and watch["restored_ms"] is not None
+    assert watch["back_ms"] is not None  # and the clients saw it back
 
     [kill] = events_of(summary, "kill")
-    watch = only_watch(kill)
-    assert watch["gone_ms"] is not None
-    assert watch["gone_ms"] < HEARTBEAT_TIMEOUT_MS + 1500
-    # Not before its heartbeat timeout: the killed broker's last registration counts.
-    last = kill["last_registration_s"][addr(ns)]
-    assert last <= kill["at_s"]
-    after_last = watch["gone_after_last_registration_ms"]
-    assert HEARTBEAT_TIMEOUT_MS - 50 <= after_last <= HEARTBEAT_TIMEOUT_MS + SCAN_MS + 500
+    assert_expired_after_deadline(log, kill["addr"])
+    assert kill["last_registration_s"][addr(ns)] <= kill["at_s"]
+    assert only_watch(kill)["gone_ms"] is not None
 
-    # A flapping broker is down for 1 s, up for 1 s: each cycle is seen going and coming back.
+    # A flapping broker goes down (its connections close) and comes back, cycle after cycle.
     flaps = events_of(summary, "flap")
     assert len(flaps) >= 2 and [e["cycle"] for e in flaps] == list(range(len(flaps)))
+    flap_removals = [r.event.reason for r in removals(log, flaps[0]["addr"])]
+    assert flap_removals[: len(flaps)] == ["channel_closed"] * len(flaps)
     for flap in flaps:
         watch = only_watch(flap)
-        assert watch["gone_ms"] is not None and watch["gone_ms"] < 500
-        assert flap["restore_s"] - flap["at_s"] == pytest.approx(1.0, abs=0.2)
-        assert watch["back_ms"] is not None and watch["back_after_restore_ms"] < 500
+        assert flap["addr"] == flaps[0]["addr"] and flap["restore_s"] > flap["at_s"]
+        assert watch["gone_ms"] is not None and watch["back_ms"] is not None
 
     kinds = {row["kind"]: row for row in summary["detection"]}
     assert {k: r["gone_detected"] for k, r in kinds.items()} == {
@@ -142,6 +162,7 @@ async def test_kill_stop_drop_and_flap_are_detected_as_expected(start_namesrv, t
 async def test_partition_hides_broker_on_one_namesrv_only(start_namesrv, tmp_path) -> None:
     ns1 = await start_namesrv(scanNotActiveBrokerInterval=SCAN_MS)
     ns2 = await start_namesrv(scanNotActiveBrokerInterval=SCAN_MS)
+    log1, log2 = EventLog(ns1), EventLog(ns2)
     summary, _ = await simulate_json(
         tmp_path,
         *f"-n {addr(ns1)};{addr(ns2)} --brokers 10 --topics 5 --register-period {PERIOD_S} "
@@ -157,8 +178,10 @@ async def test_partition_hides_broker_on_one_namesrv_only(start_namesrv, tmp_pat
     watches = {w["namesrv"]: w for w in event["detection"]}
     cut = watches[addr(ns2)]
     assert cut["expect"] == "gone"
-    assert cut["gone_ms"] is not None and cut["gone_ms"] < HEARTBEAT_TIMEOUT_MS + 1500
-    assert cut["back_ms"] is not None and cut["back_after_restore_ms"] < 500
+    assert cut["gone_ms"] is not None and cut["back_ms"] is not None
+    assert_expired_after_deadline(log2, event["addr"])  # missed heartbeats on ns2 only
+    # ns1 kept it the whole run: the only removal there is the simulator's exit.
+    assert [r.event.reason for r in removals(log1, event["addr"])] == ["channel_closed"]
     kept = watches[addr(ns1)]
     assert kept == {
         "namesrv": addr(ns1),

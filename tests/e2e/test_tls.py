@@ -504,7 +504,7 @@ async def raw_https_get(port: int, files: TlsFiles) -> tuple[bytes, bytes]:
     reader, writer = await tls_stream(port, trusting(files))
     served = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    response = await read_until_eof(reader, 5)
+    response = await read_until_eof(reader)
     writer.close()
     return served, response
 

@@ -17,6 +17,7 @@ from fake_broker import FakeBroker
 from pynamesrv.namesrv import requests
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
+from waiting import GUARD_S
 
 PEERS_DIR = Path(__file__).resolve().parent
 
@@ -42,7 +43,7 @@ async def fetch_route(
     client = await RemotingClient.connect(host, int(port))
     try:
         request = requests.get_routeinfo_by_topic(topic, language="CPP", version=version)
-        response = await client.request(request, timeout=3.0)
+        response = await client.request(request, timeout=GUARD_S)
     finally:
         await client.close()
     assert response.code == 0, f"route for {topic}: code {response.code} {response.remark!r}"

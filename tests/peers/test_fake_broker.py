@@ -27,6 +27,7 @@ from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE
 from pynamesrv.remoting.command import RemotingCommand
+from waiting import GUARD_S
 
 TOPIC = "DoubleTopic"
 
@@ -70,7 +71,7 @@ def v2_send(queue_id: int, body: bytes, sys_flag: int = 0, topic: str = TOPIC) -
 
 
 async def test_v2_send_is_recorded_and_answered(double: FakeBroker, client: RemotingClient) -> None:
-    response = await client.request(v2_send(3, b"payload"), timeout=3.0)
+    response = await client.request(v2_send(3, b"payload"), timeout=GUARD_S)
     assert response.code == 0
     ext = response.ext_fields or {}
     assert ext["queueId"] == "3"
@@ -83,7 +84,7 @@ async def test_v2_send_is_recorded_and_answered(double: FakeBroker, client: Remo
     assert message.producer_group == "G"
     assert message.properties == {"TAGS": "TagA", "KEYS": "k1"}
     assert (message.language, message.version, message.serialize) == ("JAVA", 121, "JSON")
-    second = await client.request(v2_send(3, b"again"), timeout=3.0)
+    second = await client.request(v2_send(3, b"again"), timeout=GUARD_S)
     assert (second.ext_fields or {})["queueOffset"] == "1"
     assert await double.wait_for_message(1.0) is message
 
@@ -96,7 +97,7 @@ async def test_v1_send_with_compressed_body(double: FakeBroker, client: Remoting
         ext_fields={"producerGroup": "G", "topic": TOPIC, "queueId": "0", "sysFlag": "1"},
         body=zlib.compress(b"x" * 5000),
     )
-    response = await client.request(request, timeout=3.0)
+    response = await client.request(request, timeout=GUARD_S)
     assert response.code == 0
     [message] = double.messages
     assert message.sys_flag & COMPRESSED_FLAG
@@ -110,7 +111,7 @@ async def test_v1_send_with_compressed_body(double: FakeBroker, client: Remoting
 async def test_refuses_what_the_route_did_not_advertise(
     double: FakeBroker, client: RemotingClient, topic: str, queue_id: int, code: int
 ) -> None:
-    response = await client.request(v2_send(queue_id, b"p", topic=topic), timeout=3.0)
+    response = await client.request(v2_send(queue_id, b"p", topic=topic), timeout=GUARD_S)
     assert response.code == code
     assert response.remark
     assert double.messages == []
@@ -119,7 +120,7 @@ async def test_refuses_what_the_route_did_not_advertise(
 
 async def test_other_codes_succeed(double: FakeBroker, client: RemotingClient) -> None:
     for code in (HEART_BEAT, UNREGISTER_CLIENT, 9999):
-        response = await client.request(RemotingCommand(code=code, body=b"{}"), timeout=3.0)
+        response = await client.request(RemotingCommand(code=code, body=b"{}"), timeout=GUARD_S)
         assert (response.code, response.body) == (0, b"")
     assert double.codes_seen() == [HEART_BEAT, UNREGISTER_CLIENT, 9999]
 
@@ -132,7 +133,7 @@ async def test_oneway_and_responses_get_no_answer(double: FakeBroker) -> None:
         writer.write(encode(RemotingCommand(code=HEART_BEAT, opaque=3)))
         decoder = FrameDecoder()
         answers: list[RemotingCommand] = []
-        async with asyncio.timeout(3.0):
+        async with asyncio.timeout(GUARD_S):
             while not answers:
                 answers += decoder.feed(await reader.read(65536))
         assert [a.opaque for a in answers] == [3]

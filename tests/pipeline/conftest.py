@@ -8,12 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession  # the [pipeline] extra, which `make test` installs
 
-pyspark = pytest.importorskip("pyspark")
-
-from pyspark.sql import SparkSession  # noqa: E402
-
-from pynamesrv.pipeline.job import spark_session  # noqa: E402
+from pynamesrv.pipeline.job import spark_session
 
 
 @pytest.fixture(scope="session")

@@ -326,7 +326,7 @@ def test_heartbeats_postpone_expiry_through_the_deadline_heap(routes: RouteInfoM
     events, _ = routes.expire(1_001)
     assert [e.broker_name for e in events if isinstance(e, BrokerRemoved)] == ["b0"]
     assert routes.next_expiry_ms() == 1_900  # the early entries were pushed back, once each
-    assert len(routes._deadlines) == 49
+    assert routes.queued_deadlines == 49
     events, _ = routes.expire(1_901)
     assert len([e for e in events if isinstance(e, BrokerRemoved)]) == 49
     assert routes.next_expiry_ms() is None

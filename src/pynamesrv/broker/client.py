@@ -94,6 +94,11 @@ class BrokerClient:
         clients, self._clients = self._clients, {}
         await asyncio.gather(*(c.close() for c in clients.values()), return_exceptions=True)
 
+    def connection(self, namesrv_addr: str) -> RemotingClient | None:
+        """The connection to one name server (maybe closed by it), None if none was opened:
+        lets a caller see a name server drop this broker, as Java's does on expiry."""
+        return self._clients.get(namesrv_addr)
+
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.register_period_s)

@@ -400,6 +400,11 @@ class RouteInfoManager:
         """A moment at or before the earliest expiry (never later): when to check next."""
         return self._deadlines[0][0] if self._deadlines else None
 
+    @property
+    def queued_deadlines(self) -> int:
+        """Entries in the expiry heap, stale ones included: what heartbeats must not grow."""
+        return len(self._deadlines)
+
     def _unlink_channel(self, channel: object, key: LiveKey) -> None:
         keys = self._live_by_channel.get(channel)
         if keys is not None:
