@@ -70,8 +70,9 @@ nothing. Errors are one line on stderr:
 'error: <server> answered <CODE_NAME> (<code>): <remark>'; with --json
 also a JSON document on stdout: {{"error": ..., "exitCode": ...}}.
 \b
-Piped or redirected, tables are plain lines: ASCII, one record per line,
-never wrapped, empty cells written '-'.
+Piped or redirected, tables are plain lines: no box drawing or colours,
+one record per line however long, empty cells written '-', line breaks
+in a cell written '\\n'.
 """
 _SUBCOMMAND_EPILOG: Final = (
     "Exit codes: 0 ok, 1 error answer, 2 usage, 3 unreachable, 4 timeout,"
