@@ -1,4 +1,8 @@
-"""``pynamesrv journal tail``: the journal for people, one readable line per event."""
+"""``pynamesrv journal tail``: the journal for people, one readable line per event.
+
+On a terminal the lines are coloured by event type; piped, they are plain text, one event
+per line however long (a broker's topic list does not wrap at 80 columns).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import orjson
 from rich.console import Console
 from rich.text import Text
 
+from pynamesrv.cli.plain import one_line
 from pynamesrv.namesrv.journal import COMPRESSED_SUFFIX, journal_files, read_records
 
 _STYLES = {
@@ -96,10 +101,13 @@ def journal() -> None:
 def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
     """Print the last events under PATH (a journal root, an instance directory or a file)."""
     console = Console(highlight=False)
+    piped = not console.is_terminal  # plain lines: no colour, never wrapped at 80 columns
 
     def show(record: dict[str, Any]) -> None:
         if as_json:
             click.echo(orjson.dumps(record).decode())
+        elif piped:
+            click.echo(one_line(render(record).plain))
         else:
             console.print(render(record))
 

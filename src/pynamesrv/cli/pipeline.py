@@ -215,7 +215,9 @@ def generate(
             kind = str(item.get("kind", item.get("type", "?")))
             kinds[kind] = kinds.get(kind, 0) + 1
         console.print("injected: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
-    console.print(
+    # The command to copy: one line however long the path (rich would wrap it at 80
+    # columns in a pipe, and read brackets in the path as markup).
+    click.echo(
         f"run: pynamesrv pipeline run --journal {out} --out OUT "
         f"--heartbeat-interval {heartbeat_interval:g}"
     )

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import signal
 import sys
@@ -23,11 +22,13 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 
+from pynamesrv.cli.plain import one_line, table_lines
 from pynamesrv.cli.serve import install_event_loop_policy
 from pynamesrv.simulate import PartitionSpec, SimConfig, run_simulation
 from pynamesrv.simulate.progress import Snapshot, live_table, plain_line
-from pynamesrv.simulate.report import print_summary
+from pynamesrv.simulate.report import print_summary, summary_parts
 
 
 def _raise_file_limit(needed: int) -> None:
@@ -80,6 +81,20 @@ async def _main(config: SimConfig, console: Console, mode: str) -> dict[str, Any
 
     interval = max(1.0, min(5.0, config.duration_s / 10))
     return await run_simulation(config, on_progress=line, progress_interval_s=interval, stop=stop)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary's tables as plain lines (``pynamesrv.cli.plain``), a blank line between
+    them: what a pipe or a log file gets instead of rich tables."""
+    lines: list[str] = []
+    for part in summary_parts(summary):
+        if isinstance(part, Table):
+            if lines:
+                lines.append("")
+            lines += table_lines(part)
+        else:
+            lines.append(one_line(part.plain))
+    return lines
 
 
 def _chaos_option(flag: str, dest: str, help_text: str) -> Callable[[Any], Any]:
@@ -290,13 +305,12 @@ def simulate(
 
     to_stdout = json_path is not None and str(json_path) == "-"
     console = Console(stderr=to_stdout, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = 150  # logs and pipes: wide enough for the event table, no wrapping
     mode = "none" if no_progress else "live" if console.is_terminal else "plain"
     console.print(
         f"simulate: {brokers} groups x {1 + slaves} brokers, {topics} topics each, against "
         f"{'; '.join(config.namesrv)} for {duration:g}s (seed {seed})",
         highlight=False,
+        soft_wrap=True,  # one line, however many name servers
     )
     if heartbeat_timeout is not None and heartbeat_timeout < register_period * 1000 + 300:
         # The name server would expire healthy brokers between two registrations, and the
@@ -307,7 +321,11 @@ def simulate(
             err=True,
         )
     summary = asyncio.run(_main(config, console, mode))
-    print_summary(console, summary)
+    if console.is_terminal:
+        print_summary(console, summary)
+    else:  # a pipe or a file: plain lines, one record each, nothing wrapped
+        for line in summary_lines(summary):
+            click.echo(line, err=to_stdout)
     if json_path is not None:
         text = json.dumps(summary, indent=2)
         if to_stdout:

@@ -1,7 +1,8 @@
 """What a run tells its operator when it ends (the live view is in ``progress``).
 
 The summary is plain JSON-ready data first (``build_summary``; ``--json`` writes it, tests
-assert on it) and tables second (``print_summary``), so the two can never disagree.
+assert on it) and tables second (``summary_parts``, drawn by ``print_summary`` on a terminal
+and written as plain lines by the CLI otherwise), so the two can never disagree.
 """
 
 from __future__ import annotations
@@ -186,6 +187,12 @@ def _keep_addresses(tables: list[Table], width: int) -> None:
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:
     """The summary as tables (same numbers as the JSON)."""
+    console.print(Group(*summary_parts(summary)))
+
+
+def summary_parts(summary: dict[str, Any]) -> list[Table | Text]:
+    """The summary's tables and notes, for a terminal (``print_summary``) or, written as
+    plain lines by the CLI, for a pipe."""
     regs = summary["registrations"]
     answers = summary["route_answers"]
     table = Table(title="Registrations and route answers", box=box.SIMPLE_HEAVY)
@@ -315,4 +322,4 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         )
     width = max(len(ns) for ns in regs["by_namesrv"])
     _keep_addresses([p for p in parts if isinstance(p, Table)], width)
-    console.print(Group(*parts))
+    return parts

@@ -7,20 +7,24 @@ Java stack traces, and ``diff``, which compares the routing tables of several na
 (they never talk to each other and drift apart silently when a broker cannot reach one of
 them; RocketMQ issue #4807).
 
-Modules, one job each: ``group`` (the click group and the global options of every
-subcommand), ``options`` (resolving them), ``session`` (connections, TLS, signing, reads
-from the first server that answers, writes to all), ``fetch`` (shared reads, parsed),
-``diff`` (the comparison engine), ``render`` (tables and JSON), ``errors`` (failures and
-exit codes), and the commands in ``reads`` and ``writes``. Requests themselves are built by
-``pynamesrv.namesrv.requests``, shared with the broker client and the simulator.
+Modules, one job each: ``group`` (the click group, the global options of every
+subcommand, ``help``), ``options`` (resolving them), ``session`` (connections, TLS,
+signing, reads from the first server that answers, requests to all), ``fetch`` (shared
+reads, parsed), ``diff`` (the comparison engine), ``render`` (tables, plain lines and
+JSON), ``mqadmin_json`` (a route as mqadmin prints it), ``errors`` (failures and exit
+codes), and the commands in ``cluster``, ``namesrv_config``, ``reads`` and ``writes``.
+Requests themselves are built by ``pynamesrv.namesrv.requests``, shared with the broker
+client and the simulator.
 """
 
 from __future__ import annotations
 
-from pynamesrv.cli.admin import reads, writes  # noqa: F401  (registers the subcommands)
+# Importing these registers their subcommands.
+from pynamesrv.cli.admin import cluster, namesrv_config, reads, writes  # noqa: F401
 from pynamesrv.cli.admin.errors import (
     EXIT_DIFFERENT,
     EXIT_ERROR_ANSWER,
+    EXIT_NOTHING_CHANGED,
     EXIT_OK,
     EXIT_TIMEOUT,
     EXIT_UNREACHABLE,
@@ -31,6 +35,7 @@ from pynamesrv.cli.admin.group import admin
 __all__ = [
     "EXIT_DIFFERENT",
     "EXIT_ERROR_ANSWER",
+    "EXIT_NOTHING_CHANGED",
     "EXIT_OK",
     "EXIT_TIMEOUT",
     "EXIT_UNREACHABLE",

@@ -1,22 +1,27 @@
 """The ``admin`` click group and the decorator that gives every subcommand the global options.
 
 Operators already know mqadmin's command names and options, so the subcommands keep them
-(camelCase names, ``-t`` topic, ``-c`` cluster, ``-b`` broker name, ``-s`` namespace, ``-k``
-key, ``-v`` value), and the global options work before or after the subcommand.
+(camelCase names, ``-n/--namesrvAddr``, ``-t`` topic, ``-c`` cluster, ``-b`` broker name,
+``-s`` namespace, ``-k`` key, ``-v`` value, ``mqadmin help <command>``), and the global
+options work before or after the subcommand. With ``--json`` a usage error is a JSON
+document on stdout too, like every other error.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
+from pynamesrv.cli.admin import render
 from pynamesrv.cli.admin.errors import (
     EXIT_DIFFERENT,
     EXIT_ERROR_ANSWER,
+    EXIT_NOTHING_CHANGED,
     EXIT_OK,
     EXIT_TIMEOUT,
     EXIT_UNREACHABLE,
@@ -32,6 +37,9 @@ from pynamesrv.cli.admin.options import (
 
 _TIMEOUT_TYPE = click.FloatRange(min=0, min_open=True)
 _NAMESRV_HELP = "Name server list, 'host:port;host:port' (default: $NAMESRV_ADDR)."
+# mqadmin's spelling first; --namesrv is this tool's older one, kept for existing scripts.
+_NAMESRV_FLAGS: Final = ("-n", "--namesrvAddr", "--namesrv", "namesrv")
+_JSON_FLAG: Final = "--json"
 _TIMEOUT_HELP = (
     f"Seconds to wait for a connection and for each answer (default {DEFAULT_TIMEOUT_S:g})."
 )
@@ -48,16 +56,83 @@ Exit codes:
   {EXIT_UNREACHABLE}  connection refused, reset or unreachable
   {EXIT_TIMEOUT}  no answer within --timeout
   {EXIT_DIFFERENT}  diff: the name servers disagree
+  {EXIT_NOTHING_CHANGED}  a write changed nothing: the broker, topic or key it
+     names is not there (wipeWritePerm/addWritePerm of an unknown
+     broker, deleteTopic of an unknown topic, deleteKvConfig of an absent
+     key, registerTopic for an unknown broker)
 \b
 Reads ask the name servers in the order given and use the first that
-answers; writes go to every name server given and exit with the code of
-the first (in -n order) that failed. Errors are one line on stderr:
-'error: <server> answered <CODE_NAME> (<code>): <remark>'.
+answers, as mqadmin does; getNamesrvConfig asks every one and shows each
+under '============host:port============', as mqadmin does (diff compares
+them all). Writes go to every name server given and exit with the code of
+the first (in -n order) that failed, or 6 if none failed but one changed
+nothing. Errors are one line on stderr:
+'error: <server> answered <CODE_NAME> (<code>): <remark>'; with --json
+also a JSON document on stdout: {{"error": ..., "exitCode": ...}}.
+\b
+Piped or redirected, tables are plain lines: no box drawing or colours,
+one record per line however long, empty cells written '-', line breaks
+in a cell written '\\n'.
 """
 _SUBCOMMAND_EPILOG: Final = (
-    "Exit codes: 0 ok, 1 error answer, 2 usage, 3 unreachable, 4 timeout"
-    " (see 'pynamesrv admin --help')."
+    "Exit codes: 0 ok, 1 error answer, 2 usage, 3 unreachable, 4 timeout,"
+    " 6 nothing changed (see 'pynamesrv admin --help')."
 )
+
+
+def _json_error(args: Sequence[str], exc: click.ClickException) -> None:
+    """With --json anywhere on the command line, a usage error is a JSON document on stdout
+    too (click prints its usage text on stderr as usual)."""
+    if _JSON_FLAG in args:
+        render.print_error_json(exc.format_message(), exc.exit_code)
+
+
+class AdminGroup(click.Group):
+    """The admin group: usage errors as JSON too under --json (the group's own, and its
+    subcommands', which pass through ``invoke``), and a did-you-mean for a mistyped
+    subcommand."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        given = list(args)  # parsing consumes the list
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _json_error(given, exc)
+            raise
+        ctx.meta["admin.args"] = given
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            # The subcommand's own usage errors, and those raised while it runs (no name
+            # server, a bad -n, unreadable TLS files).
+            _json_error(ctx.meta.get("admin.args", []), exc)
+            raise
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and self.get_command(ctx, name) is None and not name.startswith("-"):
+            raise click.UsageError(unknown_command(self, ctx, name), ctx)
+        return super().resolve_command(ctx, args)
+
+
+def unknown_command(group: click.Group, ctx: click.Context, name: str) -> str:
+    """'No such command' with the closest subcommand (wrong case first, then spelling)."""
+    commands = group.list_commands(ctx)
+    same = [c for c in commands if c.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"no such command {name!r}{hint}"
 
 
 def _tls_options(fn: Callable[..., None]) -> Callable[..., None]:
@@ -90,8 +165,8 @@ def _tls_of(params: dict[str, Any]) -> TlsOptions:
     )
 
 
-@click.group(epilog=EXIT_CODES_HELP)
-@click.option("-n", "--namesrv", envvar="NAMESRV_ADDR", help=_NAMESRV_HELP)
+@click.group(cls=AdminGroup, epilog=EXIT_CODES_HELP)
+@click.option(*_NAMESRV_FLAGS, envvar="NAMESRV_ADDR", help=_NAMESRV_HELP)
 @click.option("--timeout", type=_TIMEOUT_TYPE, default=None, help=_TIMEOUT_HELP)
 @click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)
 @_tls_options
@@ -144,7 +219,24 @@ def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
         command = _tls_options(wrapper)
         command = click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)(command)
         command = click.option("--timeout", type=_TIMEOUT_TYPE, help=_TIMEOUT_HELP)(command)
-        command = click.option("-n", "--namesrv", help=_NAMESRV_HELP)(command)
+        command = click.option(*_NAMESRV_FLAGS, help=_NAMESRV_HELP)(command)
         return admin.command(name, epilog=_SUBCOMMAND_EPILOG)(command)
 
     return decorate
+
+
+@admin.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Show a subcommand's options, as 'mqadmin help <command>' does."""
+    parent = ctx.parent
+    assert parent is not None  # always run under the admin group
+    if command is None:
+        click.echo(admin.get_help(parent))
+        return
+    found = admin.get_command(parent, command)
+    if found is None:
+        raise click.UsageError(unknown_command(admin, parent, command), ctx)
+    with found.make_context(command, [], parent=parent, resilient_parsing=True) as sub:
+        click.echo(found.get_help(sub))

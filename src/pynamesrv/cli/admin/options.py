@@ -86,11 +86,13 @@ def parse_addrs(text: str) -> list[str]:
             continue
         host, sep, port = addr.rpartition(":")
         if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
-            raise click.BadParameter(f"{addr!r} is not host:port", param_hint="'-n' / '--namesrv'")
+            raise click.BadParameter(
+                f"{addr!r} is not host:port", param_hint="'-n' / '--namesrvAddr'"
+            )
         if addr not in addrs:
             addrs.append(addr)
     if not addrs:
-        raise click.BadParameter("no address given", param_hint="'-n' / '--namesrv'")
+        raise click.BadParameter("no address given", param_hint="'-n' / '--namesrvAddr'")
     return addrs
 
 
@@ -101,7 +103,7 @@ def resolve(namesrv: str | None, timeout: float | None, json_out: bool, tls: Tls
     text = namesrv or group.namesrv or os.environ.get("NAMESRV_ADDR")
     if not text:
         raise click.UsageError(
-            "no name server: give -n/--namesrv 'host:port;host:port' or set NAMESRV_ADDR"
+            "no name server: give -n/--namesrvAddr 'host:port;host:port' or set NAMESRV_ADDR"
         )
     return Options(
         addrs=parse_addrs(text),

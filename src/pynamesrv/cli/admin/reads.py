@@ -1,8 +1,9 @@
-"""The read commands: clusterList, topicList, topicRoute, topicClusterList, getKvConfig,
-kvList, getNamesrvConfig, and diff (which reads every name server and compares).
+"""The read commands: topicList, topicRoute, topicClusterList, getKvConfig, kvList, and diff
+(which reads every name server and compares). clusterList and getNamesrvConfig have modules
+of their own.
 
-Each asks the first name server that answers (``read_first``) and prints a table, or one
-JSON document with ``--json``.
+Each asks the first name server that answers (``read_first``), as mqadmin does, and prints a
+table, or one JSON document with ``--json``; topicRoute prints the route as mqadmin does.
 """
 
 from __future__ import annotations
@@ -12,23 +13,20 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import click
-from rich.text import Text
 
 from pynamesrv.cli.admin import render
 from pynamesrv.cli.admin.diff import Difference, Snapshot, compare, take_snapshot
 from pynamesrv.cli.admin.errors import EXIT_DIFFERENT, EXIT_OK
 from pynamesrv.cli.admin.fetch import (
     as_int,
-    broker_rows,
-    fetch_cluster_info,
     fetch_routes,
     fetch_topic_list,
-    parse_properties_text,
     read_route,
     route_clusters,
     sort_id,
 )
 from pynamesrv.cli.admin.group import admin_command
+from pynamesrv.cli.admin.mqadmin_json import route_text
 from pynamesrv.cli.admin.options import Options
 from pynamesrv.cli.admin.session import Session, body_json, read_first, run
 from pynamesrv.namesrv import requests
@@ -37,34 +35,6 @@ DEFAULT_DIFF_CONCURRENCY: Final = 16
 RETRY_PREFIX: Final = "%RETRY%"
 DLQ_PREFIX: Final = "%DLQ%"
 ABSENT: Final = "absent"
-
-
-@admin_command("clusterList")
-@click.option("-c", "--clusterName", "cluster", help="Only this cluster.")
-def cluster_list(opts: Options, cluster: str | None) -> None:
-    """List clusters, brokers and addresses.
-
-    GET_BROKER_CLUSTER_INFO; -c shows one cluster only.
-    """
-
-    async def job(session: Session) -> int:
-        addr, info = await read_first(session, lambda a: fetch_cluster_info(session, a))
-        rows = [r for r in broker_rows(info) if cluster is None or r["cluster"] == cluster]
-        if opts.json:
-            clusters = {
-                name: sorted(members)
-                for name, members in sorted((info.get("clusterAddrTable") or {}).items())
-                if cluster is None or name == cluster
-            }
-            render.print_json({"namesrv": addr, "clusters": clusters, "brokers": rows})
-        else:
-            table = render.table(None, "Cluster", "Broker", "BID", "Address")
-            for r in rows:
-                render.row(table, r["cluster"], r["brokerName"], r["brokerId"], r["addr"])
-            render.console().print(table)
-        return EXIT_OK
-
-    run(opts, job)
 
 
 @admin_command("topicList")
@@ -107,13 +77,13 @@ def topic_list(opts: Options, cluster_model: bool, concurrency: int) -> None:
             table = render.table(None, "Topic")
             for topic in topics:
                 render.row(table, topic)
-            render.console().print(table)
+            render.print_table(table)
         else:
             table = render.table(None, "Cluster", "Topic")
             rows = [(c, t) for t in topics for c in clusters[t] or [""]]
             for c, t in sorted(rows):
                 render.row(table, c, t)
-            render.console().print(table)
+            render.print_table(table)
         return EXIT_OK
 
     run(opts, job)
@@ -121,46 +91,65 @@ def topic_list(opts: Options, cluster_model: bool, concurrency: int) -> None:
 
 @admin_command("topicRoute")
 @click.option("-t", "--topic", required=True, help="Topic name.")
-def topic_route(opts: Options, topic: str) -> None:
-    """Show a topic's brokers and queues.
+@click.option(
+    "-l",
+    "--list",
+    "as_list",
+    is_flag=True,
+    help="A table of the topic's brokers and queues instead of the route JSON "
+    "(mqadmin 5.x's list format).",
+)
+def topic_route(opts: Options, topic: str, as_list: bool) -> None:
+    """Show a topic's route: its brokers and queues.
 
-    GET_ROUTEINFO_BY_TOPIC; a topic without a route exits 1 (TOPIC_NOT_EXIST).
+    GET_ROUTEINFO_BY_TOPIC, printed exactly as mqadmin prints it (fastjson's pretty
+    format, tab-indented); -l prints a table instead, --json a JSON document with the
+    server's address. A topic without a route exits 1 (TOPIC_NOT_EXIST).
     """
 
     async def job(session: Session) -> int:
         addr, route = await read_route(session, topic)
         if opts.json:
             render.print_json({"namesrv": addr, "topic": topic, "route": route})
-            return EXIT_OK
-        console = render.console()
-        brokers = render.table("Brokers", "Broker", "Cluster", "BID", "Address")
-        rows = []
-        for data in route.get("brokerDatas") or []:
-            for broker_id, broker_addr in (data.get("brokerAddrs") or {}).items():
-                rows.append(
-                    (data.get("brokerName"), data.get("cluster"), as_int(broker_id), broker_addr)
-                )
-        for name, cluster, broker_id, broker_addr in sorted(
-            rows, key=lambda r: (str(r[0]), sort_id(r[2]))
-        ):
-            render.row(brokers, name, cluster, broker_id, broker_addr)
-        console.print(brokers)
-        queues = render.table("Queues", "Broker", "Read", "Write", "Perm", "SysFlag")
-        for q in sorted(route.get("queueDatas") or [], key=lambda q: str(q.get("brokerName"))):
-            render.row(
-                queues,
-                q.get("brokerName"),
-                q.get("readQueueNums"),
-                q.get("writeQueueNums"),
-                render.perm_cell(q.get("perm")),
-                q.get("topicSysFlag", 0),
-            )
-        console.print(queues)
-        if route.get("orderTopicConf"):
-            console.print(Text(f"orderTopicConf: {route['orderTopicConf']}"))
+        elif as_list:
+            _print_route_list(route)
+        else:
+            render.print_raw(route_text(route))
         return EXIT_OK
 
     run(opts, job)
+
+
+def _print_route_list(route: dict[str, Any]) -> None:
+    """mqadmin 5.x's ``topicRoute -l``: a row per broker group with its queues, and totals."""
+    queues = {str(q.get("brokerName")): q for q in route.get("queueDatas") or [] if q}
+    table = render.table(None, "Cluster", "Broker", "Addresses", "Read", "Write", "Perm")
+    total_read = total_write = 0
+    brokers = sorted(route.get("brokerDatas") or [], key=lambda b: str(b.get("brokerName")))
+    for data in brokers:
+        addrs = sorted(
+            (data.get("brokerAddrs") or {}).items(), key=lambda kv: sort_id(as_int(kv[0]))
+        )
+        queue = queues.get(str(data.get("brokerName"))) or {}
+        read, write = queue.get("readQueueNums"), queue.get("writeQueueNums")
+        total_read += read if isinstance(read, int) else 0
+        total_write += write if isinstance(write, int) else 0
+        render.row(
+            table,
+            data.get("cluster"),
+            data.get("brokerName"),
+            ",".join(f"{i}={a}" for i, a in addrs),
+            read,
+            write,
+            None if "perm" not in queue else render.perm_cell(queue["perm"]),
+        )
+    table.caption = (
+        f"Total: {len(queues)} broker groups with queues, {total_read} read queues, "
+        f"{total_write} write queues"
+    )
+    if route.get("orderTopicConf"):
+        table.caption += f"; orderTopicConf: {route['orderTopicConf']}"
+    render.print_table(table)
 
 
 @admin_command("topicClusterList")
@@ -180,7 +169,7 @@ def topic_cluster_list(opts: Options, topic: str) -> None:
             table = render.table(None, "Cluster")
             for name in clusters:
                 render.row(table, name)
-            render.console().print(table)
+            render.print_table(table)
         return EXIT_OK
 
     run(opts, job)
@@ -205,7 +194,7 @@ def get_kv_config(opts: Options, namespace: str, key: str) -> None:
             document = {"namesrv": addr, "namespace": namespace, "key": key, "value": value}
             render.print_json(document)
         else:
-            render.print_text(value)
+            render.print_raw(value)
         return EXIT_OK
 
     run(opts, job)
@@ -233,32 +222,7 @@ def kv_list(opts: Options, namespace: str) -> None:
             table = render.table(None, "Key", "Value")
             for k, v in kv.items():
                 render.row(table, k, v)
-            render.console().print(table)
-        return EXIT_OK
-
-    run(opts, job)
-
-
-@admin_command("getNamesrvConfig")
-def get_namesrv_config(opts: Options) -> None:
-    """Show a name server's configuration.
-
-    GET_NAMESRV_CONFIG: every setting, sorted by key.
-    """
-
-    async def job(session: Session) -> int:
-        async def fetch(addr: str) -> dict[str, str]:
-            answer = await session.request(addr, requests.get_namesrv_config())
-            return parse_properties_text(answer.body.decode("utf-8", "replace"))
-
-        addr, config = await read_first(session, fetch)
-        if opts.json:
-            render.print_json({"namesrv": addr, "config": config})
-        else:
-            table = render.table(None, "Key", "Value")
-            for k, v in config.items():
-                render.row(table, k, v)
-            render.console().print(table)
+            render.print_table(table)
         return EXIT_OK
 
     run(opts, job)
@@ -317,16 +281,15 @@ def diff(opts: Options, concurrency: int) -> None:
 def _print_diff(
     addrs: Sequence[str], differences: Sequence[Difference], summary: dict[str, dict[str, int]]
 ) -> None:
-    console = render.console()
     counts = ", ".join(
         f"{a}: {s['brokers']} brokers, {s['topics']} topics" for a, s in summary.items()
     )
     if not differences:
-        console.print(Text(f"All {len(addrs)} name servers agree ({counts})."))
+        render.print_text(f"All {len(addrs)} name servers agree ({counts}).")
         return
     table = render.table(None, "Kind", "Topic", "Broker", "Field", *addrs)
     for d in differences:
         cells = (ABSENT if d.values[a] is None else str(d.values[a]) for a in addrs)
         render.row(table, d.kind, d.topic, d.broker, d.field, *cells)
-    console.print(table)
-    console.print(Text(f"{len(differences)} differences ({counts})."))
+    table.caption = f"{len(differences)} differences ({counts})."
+    render.print_table(table)

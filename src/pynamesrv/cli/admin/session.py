@@ -1,9 +1,14 @@
 """Talking to the name servers for one command: connections, signing, reads and writes.
 
-Reads ask the name servers in the order given and take the first answer; writes go to every
-name server given, as mqadmin does, because each one keeps its own copy of everything.
-Connection failures, silence and error answers become ``AdminFailure``s with the exit code
-a script can branch on; ``run`` turns a command's coroutine into its exit.
+Reads ask the name servers in the order given and take the first answer; writes (and
+getNamesrvConfig) go to every name server given, as mqadmin does, because each one keeps its
+own copy of everything. Connection failures, silence and error answers become
+``AdminFailure``s with the exit code a script can branch on; ``run`` turns a command's
+coroutine into its exit.
+
+A wrong port is named for what it is: the first bytes a server sends back are kept, so an
+HTTP server (``HTTP/1.1 400``, the status-page port given by mistake) or a TLS server (a
+TLS record where a frame was expected) is reported as such, not as an absurd frame length.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import dataclasses
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
@@ -20,9 +25,11 @@ import click
 
 from pynamesrv.cli.admin import render
 from pynamesrv.cli.admin.errors import (
+    EXIT_OK,
     AdminFailure,
     ErrorAnswer,
     NoAnswer,
+    NothingChanged,
     Unreachable,
     request_name,
 )
@@ -30,6 +37,7 @@ from pynamesrv.cli.admin.options import Options
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError, RemotingTimeout
+from pynamesrv.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder
 from pynamesrv.remoting.codes import ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 
@@ -37,6 +45,46 @@ from pynamesrv.remoting.command import RemotingCommand
 # is what every current client asks for. The lenient parser reads either dialect anyway.
 CLIENT_VERSION: Final = int(Version.V4_9_4)
 CLIENT_LANGUAGE: Final = "PYTHON"
+HEAD_BYTES: Final = 8  # enough to tell "HTTP/1.x" and a TLS record header from a frame
+_TLS_RECORD_TYPES: Final = (0x15, 0x16)  # alert, handshake; then major version 3
+_HTTP_PORT_HINT: Final = (
+    "that is an HTTP server, not the name-server port (pynamesrv's HTTP port, 9880 by "
+    "default, serves /metrics and the status page; mqadmin and brokers use the remoting "
+    "port, listenPort, 9876 by default)"
+)
+
+
+class _RecordingDecoder(FrameDecoder):
+    """The client's frame decoder, keeping the first bytes the server sent."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, max_frame_length: int) -> None:
+        super().__init__(max_frame_length)
+        self.head = b""
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        if len(self.head) < HEAD_BYTES:
+            self.head += bytes(data[: HEAD_BYTES - len(self.head)])
+        return super().feed(data)
+
+
+class _AdminClient(RemotingClient):
+    """A remoting client that can say what answered when it was not a name server."""
+
+    def __init__(self, addr: str, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        super().__init__(addr, max_frame_length)
+        self.recorder = _RecordingDecoder(max_frame_length)
+        self.decoder = self.recorder
+
+
+def wrong_service(addr: str, head: bytes, tls: bool) -> str | None:
+    """What the first bytes back say about a server that is no plain name server, or None."""
+    if head.startswith(b"HTTP/"):
+        return f"{addr} answered in HTTP: {_HTTP_PORT_HINT}"
+    if not tls and len(head) >= 2 and head[0] in _TLS_RECORD_TYPES and head[1] == 3:
+        return f"{addr} answered with a TLS record: that port expects TLS (add --tls)"
+    return None
 
 
 class Session:
@@ -63,20 +111,26 @@ class Session:
         return await task
 
     async def _connect(self, addr: str) -> RemotingClient:
+        tls = self.opts.tls is not None
         try:
-            return await RemotingClient.connect_addr(
+            return await _AdminClient.connect_addr(
                 addr, timeout=self.opts.timeout, ssl_context=self.opts.tls
             )
         except RemotingTimeout as exc:
             raise NoAnswer(f"connecting to {addr} timed out after {self.opts.timeout:g}s") from exc
         except RemotingError as exc:
             cause = exc.__cause__
+            # A plain server resets or garbles a TLS hello; a certificate problem is no hint.
+            no_tls_there = tls and not isinstance(cause, ssl.SSLCertVerificationError)
+            hint = " (the server did not answer in TLS: drop --tls for a plain port)"
             if isinstance(cause, OSError) and cause.errno and not isinstance(cause, ssl.SSLError):
                 # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)"; say why.
                 # Resolver errors (gaierror) have negative numbers and their own text.
                 why = os.strerror(cause.errno) if cause.errno > 0 else cause.strerror
-                raise Unreachable(f"cannot connect to {addr}: {why}") from exc
-            raise Unreachable(str(exc)) from exc
+                refused = isinstance(cause, ConnectionRefusedError)
+                extra = hint if no_tls_there and not refused else ""
+                raise Unreachable(f"cannot connect to {addr}: {why}{extra}") from exc
+            raise Unreachable(str(exc) + (hint if no_tls_there else "")) from exc
 
     async def request(
         self,
@@ -106,11 +160,23 @@ class Session:
                 f"within {self.opts.timeout:g}s"
             ) from exc
         except RemotingError as exc:  # connection lost mid-request, or a garbled frame
-            message = str(exc)
-            raise Unreachable(message if addr in message else f"{addr}: {message}") from exc
+            raise Unreachable(self._lost(addr, client, exc)) from exc
         if answer.code not in tuple(accept):
             raise ErrorAnswer(addr, answer.code, answer.remark)
         return answer
+
+    def _lost(self, addr: str, client: RemotingClient, exc: RemotingError) -> str:
+        """Why a request got no answer: what answered instead, or the client's reason."""
+        tls = self.opts.tls is not None
+        head = client.recorder.head if isinstance(client, _AdminClient) else b""
+        known = wrong_service(addr, head, tls)
+        if known is not None:
+            return known
+        message = str(exc)
+        message = message if addr in message else f"{addr}: {message}"
+        if not head and not tls and not client.is_open:
+            message += " without answering (if that port requires TLS, add --tls)"
+        return message
 
     async def close(self) -> None:
         for task in self._connecting.values():
@@ -153,8 +219,9 @@ async def read_first(session: Session, job: Callable[[str], Awaitable[Any]]) -> 
 
 
 @dataclass(slots=True)
-class WriteResult:
-    """One name server's outcome of a write: extra answer fields, or the failure."""
+class Outcome:
+    """One name server's outcome of a request sent to every server: data, or the failure
+    (``NothingChanged`` for a write the server accepted without effect)."""
 
     addr: str
     data: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +231,13 @@ class WriteResult:
     def ok(self) -> bool:
         return self.failure is None
 
+    @property
+    def result(self) -> str:
+        """The word the tables show: OK, UNCHANGED or FAILED."""
+        if self.failure is None:
+            return "OK"
+        return "UNCHANGED" if isinstance(self.failure, NothingChanged) else "FAILED"
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"namesrv": self.addr, "ok": self.ok, **self.data}
         if self.failure is not None:
@@ -172,18 +246,30 @@ class WriteResult:
         return out
 
 
-async def write_all(
+async def on_every_server(
     session: Session, job: Callable[[str], Awaitable[dict[str, Any]]]
-) -> list[WriteResult]:
+) -> list[Outcome]:
     """Run ``job`` on every name server concurrently; one failure does not stop the others."""
 
-    async def one(addr: str) -> WriteResult:
+    async def one(addr: str) -> Outcome:
         try:
-            return WriteResult(addr, await job(addr))
+            return Outcome(addr, await job(addr))
+        except NothingChanged as exc:
+            return Outcome(addr, exc.data, exc)
         except AdminFailure as exc:
-            return WriteResult(addr, failure=exc)
+            return Outcome(addr, failure=exc)
 
     return list(await asyncio.gather(*(one(a) for a in session.opts.addrs)))
+
+
+def exit_code_of(outcomes: Sequence[Outcome]) -> int:
+    """The first failure's code in -n order; a change that did not happen counts only when
+    nothing failed outright (a server that could not be asked is the bigger problem)."""
+    failures = [o.failure for o in outcomes if o.failure is not None]
+    for failure in failures:
+        if not isinstance(failure, NothingChanged):
+            return failure.exit_code
+    return failures[0].exit_code if failures else EXIT_OK
 
 
 def run(opts: Options, job: Callable[[Session], Awaitable[int]]) -> NoReturn:
@@ -203,5 +289,7 @@ def run(opts: Options, job: Callable[[Session], Awaitable[int]]) -> NoReturn:
         ctx.exit(130)  # as a shell reports SIGINT; 1 means "the server answered an error"
     except AdminFailure as exc:
         render.error(exc.message)
+        if opts.json:
+            render.print_json(exc.to_json())
         ctx.exit(exc.exit_code)
     ctx.exit(code)
