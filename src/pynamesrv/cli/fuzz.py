@@ -113,6 +113,14 @@ async def _main(config: FuzzConfig, echo_progress: Any) -> dict[str, Any]:
     help="Largest inflated size of a compressed-body bomb.",
 )
 @click.option(
+    "--flood-max-mib",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Largest inflated size of a well-formed compressed body of one topic line repeated "
+    "(parsing it is the cost).",
+)
+@click.option(
     "--max-frame-length",
     type=click.IntRange(min=64),
     default=16 * MIB,
@@ -171,6 +179,7 @@ def fuzz(
     corpus_dirs: tuple[Path, ...],
     mutators: list[str] | None,
     bomb_max_mib: int,
+    flood_max_mib: int,
     max_frame_length: int,
     canary_every: int,
     check_timeout: float,
@@ -199,6 +208,7 @@ def fuzz(
         limits=Limits(
             max_frame_length=max_frame_length,
             bomb_max=bomb_max_mib * MIB,
+            flood_max=flood_max_mib * MIB,
             big_body_max=max_frame_length - 64 * 1024,
         ),
         mutators=mutators,

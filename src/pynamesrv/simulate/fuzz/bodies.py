@@ -107,11 +107,15 @@ def _register_template(rng: random.Random, seed: Seed, ctx: Context) -> dict[str
 
 
 def zlib_bomb(rng: random.Random, seed: Seed, ctx: Context) -> Out:
-    """A compressed REGISTER_BROKER body that inflates to up to ``Limits.bomb_max``: zeros,
-    or one topic line repeated (inflate, then parse millions of lines)."""
+    """A compressed REGISTER_BROKER body that inflates to up to ``Limits.bomb_max`` of
+    zeros (the inflate is the cost), or to up to ``Limits.flood_max`` of one topic line
+    repeated (inflate, then parse a quarter of a million lines: a well-formed body)."""
     header = _register_template(rng, seed, ctx)
     inflated = 1 << rng.randint(20, max(20, ctx.limits.bomb_max.bit_length() - 1))
-    body = bombs.zero_bomb(inflated) if rng.random() < 0.6 else bombs.topic_flood(inflated)
+    if rng.random() < 0.6:
+        body = bombs.zero_bomb(inflated)
+    else:
+        body = bombs.topic_flood(min(inflated, ctx.limits.flood_max))
     with_crc(header, body)
     return Out(json_frame(header, body))
 

@@ -89,7 +89,10 @@ class Limits:
     """Sizes the heavy mutators stay under (the frame limit is the server's)."""
 
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
-    bomb_max: int = 256 * MIB  # inflated bytes of a compressed-body bomb
+    bomb_max: int = 256 * MIB  # inflated bytes of a compressed-body bomb of zeros
+    # inflated bytes of a well-formed compressed body repeating one topic line: parsing it
+    # costs a Java-like server ~4 s and ~1 GiB per 128 MiB, so it stays small by default
+    flood_max: int = 8 * MIB
     big_body_max: int = DEFAULT_MAX_FRAME_LENGTH - 64 * 1024
 
     @property

@@ -37,6 +37,7 @@ from pynamesrv.simulate.fuzz.wire import (
     answer_opaque_code,
     dump_json,
     frame,
+    reflagged,
     split,
 )
 
@@ -46,6 +47,7 @@ CHECK_CLUSTER = "FuzzCheckCluster"
 CHECK_BROKER_ADDR = "192.0.2.77:10911"  # TEST-NET-1: no corpus frame names it
 CANARY_OPAQUE_BASE = 0x7C000000
 CHECK_OPAQUE = 0x7B000000
+TRAILER_OPAQUE_BASE = 0x7E000000
 CLOSE_GRACE_S = 2.0  # how long a connection with a broken frame is left to the server
 
 ProgressSink = Callable[[FuzzStats], None]
@@ -181,12 +183,15 @@ class FuzzRun:
         opts = self.options
         lanes: list[list[Mutant]] = [[] for _ in self._lanes]
         canaries: list[Mutant] = []
+        probes: list[Mutant] = []
         for n, index in enumerate(indices):
             mutant = self.forge.mutant(index)
             self.stats.by_mutator[mutant.mutator] += 1
             self.stats.frames += 1
             self.stats.bytes_sent += len(mutant.data)
-            if opts.canary_every and index % opts.canary_every == 0:
+            if mutant.silent_opaque is not None:
+                probes.append(mutant)
+            elif opts.canary_every and index % opts.canary_every == 0:
                 canaries.append(mutant)
             else:
                 lanes[n % len(lanes)].append(mutant)
@@ -195,6 +200,7 @@ class FuzzRun:
         results = await asyncio.gather(
             *(lane.send(part, random.Random(rng.random())) for lane, part in lane_parts),
             *(self._canary(m) for m in canaries),
+            *(self._silence_probe(m) for m in probes),
             return_exceptions=True,
         )
         for result in results:
@@ -273,6 +279,27 @@ class FuzzRun:
                 self.stats.add(Finding.of("check_failed", detail, mutant, self.batch))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(conn.lost), self.options.check_timeout_s)
+
+    async def _silence_probe(self, mutant: Mutant) -> None:
+        """A frame that must get no answer, then the same request made normal, in one write
+        on a fresh connection. Answers come in request order (a write's answer waits for
+        its own disk write, behind the earlier one's), so once the second request is
+        answered, an answer to the first would have arrived: none may have."""
+        async with self._canary_slots:
+            assert mutant.silent_opaque is not None
+            opaque = TRAILER_OPAQUE_BASE + mutant.index % (1 << 24)
+            conn = await self.open()
+            conn.silent[mutant.silent_opaque] = mutant
+            answer = conn.expect(opaque)
+            conn.write(mutant.data + reflagged(mutant.data, flag=0, opaque=opaque))
+            self.stats.silence_probes += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answer, self.options.check_timeout_s)
+            conn.finish()
+            try:
+                await asyncio.wait_for(asyncio.shield(conn.lost), self.options.check_timeout_s)
+            except TimeoutError:
+                conn.abort()
 
     # ------------------------------------------------------------------ checking
 

@@ -70,6 +70,7 @@ async def run_fuzz(
         "connections": config.run.connections,
         "canary_every": config.run.canary_every,
         "bomb_max_mib": config.limits.bomb_max >> 20,
+        "flood_max_mib": config.limits.flood_max >> 20,
         "max_frame_length": config.limits.max_frame_length,
         "target": f"{host}:{port}" if config.target else None,
         "seeds": len(forge.context.seeds),

@@ -67,6 +67,7 @@ class FuzzStats:
     check_max_s: float = 0.0
     canaries: int = 0
     canaries_ok: int = 0
+    silence_probes: int = 0
     hangs: int = 0
     crashed: bool = False
     peak_rss_kib: int = 0
@@ -116,6 +117,7 @@ class FuzzStats:
                 "max_s": round(self.check_max_s, 3),
             },
             "canaries": {"sent": self.canaries, "ok": self.canaries_ok},
+            "silence_probes": self.silence_probes,
             "hangs": self.hangs,
             "crashed": self.crashed,
             "peak_rss_mib": round(self.peak_rss_kib / 1024, 1) if self.peak_rss_kib else None,

@@ -324,3 +324,16 @@ def answer_opaque_code(raw: bytes) -> tuple[int, int] | None:
 def answer_body(raw: bytes) -> bytes:
     """The body of an answer frame (the canary compares it with the expected route)."""
     return split(raw).body
+
+
+def reflagged(raw: bytes, *, flag: int, opaque: int) -> bytes:
+    """The same request with another flag and opaque, in its own serialize type (used to
+    follow a oneway frame with the same request made normal, whose answer must come)."""
+    parts = split(raw)
+    if parts.serialize == SERIALIZE_ROCKETMQ:
+        header = decode_rocketmq_header(parts.header)
+        header.update(flag=flag, opaque=opaque)
+        return frame(SERIALIZE_ROCKETMQ, rocketmq_header(header), parts.body)
+    header = json.loads(parts.header)
+    header.update(flag=flag, opaque=opaque)
+    return frame(SERIALIZE_JSON, dump_json(header).encode(), parts.body)
