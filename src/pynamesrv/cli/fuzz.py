@@ -225,7 +225,7 @@ def fuzz(
     terminal = out.isatty()
 
     def echo_progress(stats: FuzzStats) -> None:
-        line = stats.progress_line(None)
+        line = stats.progress_line()
         if terminal:
             click.echo("\r" + line[: click.get_terminal_size()[0] - 1], nl=False, file=out)
         else:

@@ -171,6 +171,7 @@ class FuzzRun:
         self.stats.elapsed_s = now - self._started
         if self.server is not None:
             self.stats.peak_rss_kib = self.server.poll_memory()
+            self.stats.server_bad_log_events = self.server.tally.bad_events
         if self.on_progress and (
             force or now - self._last_progress >= self.options.progress_interval_s
         ):

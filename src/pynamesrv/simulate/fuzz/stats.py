@@ -71,6 +71,7 @@ class FuzzStats:
     hangs: int = 0
     crashed: bool = False
     peak_rss_kib: int = 0
+    server_bad_log_events: int | None = None  # None: the server is not ours to watch
     elapsed_s: float = 0.0
     by_mutator: Counter[str] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
@@ -85,11 +86,14 @@ class FuzzStats:
     def failed(self) -> bool:
         return any(self.finding_counts[kind] for kind in FAILING_KINDS)
 
-    def progress_line(self, log_bad: int | None) -> str:
+    def progress_line(self) -> str:
         rate = self.frames / self.elapsed_s if self.elapsed_s else 0.0
         server = ""
-        if log_bad is not None:
-            server = f" | server rss {self.peak_rss_kib / 1024:.0f} MiB, bad log events {log_bad}"
+        if self.server_bad_log_events is not None:
+            server = (
+                f" | server peak RSS {self.peak_rss_kib / 1024:.0f} MiB, "
+                f"bad log events {self.server_bad_log_events}"
+            )
         return (
             f"fuzz: {self.frames:,}/{self.frames_total:,} frames ({rate:,.0f}/s), "
             f"{self.answers:,} answers, {self.closed_by_server:,} closed by server, "

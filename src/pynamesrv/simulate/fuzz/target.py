@@ -27,6 +27,7 @@ _NUMBERS = re.compile(r"\d+")
 BAD_LEVELS: Final = ("WARNING", "ERROR", "CRITICAL")
 SAMPLE_LINES: Final = 40  # lines kept of each distinct bad event
 _LINE_LIMIT: Final = 1 << 20
+_PR_SET_PDEATHSIG: Final = 1
 
 
 @dataclass
@@ -154,7 +155,7 @@ class ServerProcess:
             "--log-level", self.log_level,
             cwd=self.workdir, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            limit=_LINE_LIMIT,
+            limit=_LINE_LIMIT, preexec_fn=_stop_with_parent,
         )  # fmt: skip
         self._booted = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_stderr())
@@ -242,3 +243,12 @@ class ServerProcess:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
         return self._proc.returncode
+
+
+def _stop_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the fuzzer dies, however it dies (Linux),
+    so a killed fuzzer does not leave a server running."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

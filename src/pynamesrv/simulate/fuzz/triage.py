@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 REPLAY_CONCURRENCY = 8
 REPLAY_OPAQUE = 0x7D000000
+HEAVY = frozenset({"zlib_bomb", "big_body", "many_fields"})
 
 
 class Replayer:
@@ -33,8 +34,16 @@ class Replayer:
         self.server = server
 
     async def find_culprit(self, indices: list[int], signature: str) -> Mutant | None:
-        """The frame among ``indices`` whose replay alone logs ``signature`` again."""
-        if not await self.reproduces(indices, signature):
+        """The frame among ``indices`` whose replay alone logs ``signature`` again.
+
+        Heavy frames (bombs, 16 MiB bodies) can cost the server seconds each, and the
+        halves that hold one would be replayed in every round: they are only looked at
+        when the light frames do not reproduce the event.
+        """
+        light = [i for i in indices if self.run.forge.mutant(i).mutator not in HEAVY]
+        if light and await self.reproduces(light, signature):
+            indices = light
+        elif not await self.reproduces(indices, signature):
             return None
         while len(indices) > 1:
             half = indices[: len(indices) // 2]
