@@ -280,6 +280,7 @@ def _print_summary(summary: dict[str, Any], out: Any) -> None:
     echo(
         f"route checks {checks['ok']}/{checks['done']} right (slowest {checks['max_s']}s), "
         f"canaries {canaries['ok']}/{canaries['sent']}, hangs {summary['hangs']}, "
+        f"stalls {summary['stalls']}, "
         f"crashed {summary['crashed']}"
     )
     server = summary.get("server")

@@ -14,7 +14,7 @@ SAMPLES_PER_KIND: Final = 20
 
 # Findings that make the run fail (exit status 1). "rss" fails only with a stated bound.
 FAILING_KINDS: Final = frozenset(
-    {"crash", "hang", "check_failed", "lost_answer", "silent_answered", "log", "rss"}
+    {"crash", "hang", "stall", "check_failed", "lost_answer", "silent_answered", "log", "rss"}
 )
 
 
@@ -22,7 +22,9 @@ FAILING_KINDS: Final = frozenset(
 class Finding:
     """One failure, with the frame that caused it when it is known."""
 
-    kind: str  # crash, hang, check_failed, lost_answer, silent_answered, log, rss, ...
+    # crash, hang (a batch check unanswered), stall (a canary unanswered), check_failed,
+    # lost_answer, silent_answered, log (traceback/fatal), log_warning, rss
+    kind: str
     detail: str
     batch: int | None = None
     index: int | None = None
@@ -98,7 +100,8 @@ class FuzzStats:
             f"fuzz: {self.frames:,}/{self.frames_total:,} frames ({rate:,.0f}/s), "
             f"{self.answers:,} answers, {self.closed_by_server:,} closed by server, "
             f"checks {self.checks_ok}/{self.checks}, canaries {self.canaries_ok}/{self.canaries}, "
-            f"hangs {self.hangs}, findings {sum(self.finding_counts.values())}{server}"
+            f"hangs {self.hangs}, stalls {self.finding_counts['stall']}, "
+            f"findings {sum(self.finding_counts.values())}{server}"
         )
 
     def summary(self) -> dict[str, Any]:
@@ -123,6 +126,7 @@ class FuzzStats:
             "canaries": {"sent": self.canaries, "ok": self.canaries_ok},
             "silence_probes": self.silence_probes,
             "hangs": self.hangs,
+            "stalls": self.finding_counts["stall"],
             "crashed": self.crashed,
             "peak_rss_mib": round(self.peak_rss_kib / 1024, 1) if self.peak_rss_kib else None,
             "by_mutator": dict(sorted(self.by_mutator.items())),
