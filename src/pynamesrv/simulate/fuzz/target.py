@@ -66,6 +66,25 @@ class LogTally:
     signatures: Counter[str] = field(default_factory=Counter)
     serious: set[str] = field(default_factory=set)  # signatures with a traceback/fatal error
     samples: dict[str, list[str]] = field(default_factory=dict)
+    _event: LogEvent | None = None  # the record whose lines may still be arriving
+
+    def take(self, line: str) -> None:
+        """One line of the server's stderr: a new record, or a line of the last one."""
+        self.count_line(line)
+        match = _RECORD.match(line)
+        if match:
+            self.flush()
+            self._event = LogEvent(match[1], match[2], match[3])
+        elif self._event is not None:
+            self._event.lines.append(line)
+        else:
+            self.stray_lines += 1
+
+    def flush(self) -> None:
+        """Count the last record: its lines are complete (the log went quiet or ended)."""
+        if self._event is not None:
+            self.add(self._event)
+            self._event = None
 
     def add(self, event: LogEvent) -> None:
         self.levels[event.level] += 1
@@ -121,7 +140,6 @@ class ServerProcess:
         self._reader: asyncio.Task[None] | None = None
         self._booted: asyncio.Future[tuple[str, int]] | None = None
         self._stopping = False
-        self._event: LogEvent | None = None  # the record whose lines are still arriving
         self.last_line_at = 0.0
 
     @property
@@ -180,29 +198,13 @@ class ServerProcess:
                 self.last_line_at = loop.time()
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 log_file.write(line + "\n")
-                self._take(line)
-        self._flush_event()
+                self.tally.take(line)
+                boot = _BOOT.search(line)
+                if boot and self._booted is not None and not self._booted.done():
+                    self._booted.set_result((boot[1], int(boot[2])))
+        self.tally.flush()
         if self._booted is not None and not self._booted.done():
             self._booted.set_exception(RuntimeError("the server exited before it listened"))
-
-    def _take(self, line: str) -> None:
-        self.tally.count_line(line)
-        match = _RECORD.match(line)
-        if match:
-            self._flush_event()
-            self._event = LogEvent(match[1], match[2], match[3])
-            boot = _BOOT.search(match[3])
-            if boot and self._booted is not None and not self._booted.done():
-                self._booted.set_result((boot[1], int(boot[2])))
-        elif self._event is not None:
-            self._event.lines.append(line)
-        else:
-            self.tally.stray_lines += 1
-
-    def _flush_event(self) -> None:
-        if self._event is not None:
-            self.tally.add(self._event)
-            self._event = None
 
     async def settle(self, quiet_s: float = 0.05, limit_s: float = 2.0) -> None:
         """Let the stderr reader catch up: once no line came for ``quiet_s``, the last
@@ -213,7 +215,7 @@ class ServerProcess:
             await asyncio.sleep(quiet_s)
             if loop.time() - self.last_line_at >= quiet_s:
                 break
-        self._flush_event()
+        self.tally.flush()
 
     def poll_memory(self) -> int:
         """Update and return the peak resident set size (KiB) of the server process."""
