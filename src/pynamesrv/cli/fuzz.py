@@ -61,7 +61,13 @@ async def _main(config: FuzzConfig, echo_progress: Any) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--frames", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option(
+    "--frames",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Frames to send.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the frames (default: random).")
 @click.option(
     "--first-index",
@@ -192,6 +198,8 @@ def fuzz(
 ) -> None:
     """Fuzz a name server with mutated golden frames."""
     if seed is None:
+        if show:
+            raise click.UsageError("--show needs the --seed of the run")
         seed = random.randrange(1 << 31)
     config = FuzzConfig(
         seed=seed,

@@ -48,7 +48,11 @@ async def run_fuzz(
         if workdir is None:
             workdir, temporary = Path(tempfile.mkdtemp(prefix="pynamesrv-fuzz-")), True
         workdir.mkdir(parents=True, exist_ok=True)
-        server = ServerProcess(workdir, log_level=config.server_log_level)
+        server = ServerProcess(
+            workdir,
+            log_level=config.server_log_level,
+            frame_max_length=config.limits.max_frame_length,
+        )
         host, port = await server.start()
     else:
         host, port = config.target

@@ -128,9 +128,12 @@ class LogTally:
 class ServerProcess:
     """``pynamesrv serve`` on a free loopback port, its stderr parsed line by line."""
 
-    def __init__(self, workdir: Path, *, log_level: str = "INFO") -> None:
+    def __init__(
+        self, workdir: Path, *, log_level: str = "INFO", frame_max_length: int | None = None
+    ) -> None:
         self.workdir = workdir
         self.log_level = log_level
+        self.frame_max_length = frame_max_length
         self.log_path = workdir / "server.log"
         self.tally = LogTally()
         self.host = "127.0.0.1"
@@ -163,10 +166,13 @@ class ServerProcess:
         home = self.workdir / "home"
         home.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "namesrv.properties"
-        config.write_text(
+        properties = (
             f"rocketmqHome={home}\nkvConfigPath={home / 'kvConfig.json'}\n"
             f"journalDir={self.workdir / 'journal'}\n"
         )
+        if self.frame_max_length is not None:
+            properties += f"frameMaxLength={self.frame_max_length}\n"
+        config.write_text(properties)
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
             "--listen", "127.0.0.1", "--port", "0", "--http-port", "0",
