@@ -5,7 +5,8 @@ whether the fuzzer would notice if it did not, and stays quiet when nothing is w
 fake on the other side of the connection frames like Java (a broken frame or header closes
 the connection, a oneway request is never answered, the answers of one read are written
 together) and can be told to break one rule: answer oneway requests, lose the answers of
-a read that holds a deeply nested header, stop answering, or change the route.
+a read that holds a deeply nested header, stop answering, change the route, or send an
+answer no client can read.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Misbehaviour:
     lose_answers_on_deep_nesting: bool = False
     freeze_on_code: int | None = None  # stop answering anything once this code arrives
     wrong_route: bool = False
+    garble_unknown_codes: bool = False  # answer code 9999 with a header no client reads
 
 
 class FakeNamesrv(asyncio.Protocol):
@@ -106,6 +108,8 @@ class FakeNamesrv(asyncio.Protocol):
             self.state["frozen"] = True
         if flag & FLAG_RESPONSE or (flag & FLAG_ONEWAY and not self.bad.answer_oneway):
             return None
+        if code == 9999 and self.bad.garble_unknown_codes:
+            return frame(0, b'{"code":3,"opaque":')
         body = b""
         if code == 105 and ext.get("topic") == CHECK_TOPIC:
             body = ROUTE_BODY + (b" " if self.state.get("routed") and self.bad.wrong_route else b"")
@@ -177,6 +181,14 @@ async def test_a_changed_route_fails_the_check(fake_namesrv) -> None:
     stats = (await fuzz(server, 500, canary_every=0)).stats
     assert stats.checks == 2 and stats.checks_ok == 0
     assert stats.finding_counts["check_failed"] == 2
+
+
+async def test_answers_no_client_can_read_are_found(fake_namesrv) -> None:
+    bad, server, _ = fake_namesrv
+    bad.garble_unknown_codes = True
+    stats = (await fuzz(server, 1000)).stats
+    assert stats.unreadable_answers > 0
+    assert stats.finding_counts["unreadable_answer"] > 0 and stats.failed
 
 
 def test_log_tally_groups_tracebacks_by_their_exception_and_counts_fatal_errors() -> None:

@@ -228,6 +228,9 @@ class FuzzRun:
         if counted:
             self.stats.answers += conn.reader.frames
             self.stats.unreadable_answers += conn.reader.unreadable
+            if conn.reader.unreadable:  # a client could not read these answers either
+                detail = f"{conn.reader.unreadable} answer(s) whose header does not parse"
+                self.stats.add(Finding.of("unreadable_answer", detail, None, self.batch))
             self.stats.closed_by_server += conn.closed_by_server
 
     def linger(self, conn: FuzzConnection | None) -> None:

@@ -14,7 +14,17 @@ SAMPLES_PER_KIND: Final = 20
 
 # Findings that make the run fail (exit status 1). "rss" fails only with a stated bound.
 FAILING_KINDS: Final = frozenset(
-    {"crash", "hang", "stall", "check_failed", "lost_answer", "silent_answered", "log", "rss"}
+    {
+        "crash",
+        "hang",
+        "stall",
+        "check_failed",
+        "lost_answer",
+        "silent_answered",
+        "unreadable_answer",
+        "log",
+        "rss",
+    }
 )
 
 
@@ -23,7 +33,7 @@ class Finding:
     """One failure, with the frame that caused it when it is known."""
 
     # crash, hang (a batch check unanswered), stall (a canary unanswered), check_failed,
-    # lost_answer, silent_answered, log (traceback/fatal), log_warning, rss
+    # lost_answer, silent_answered, unreadable_answer, log (traceback/fatal), log_warning, rss
     kind: str
     detail: str
     batch: int | None = None
