@@ -1,4 +1,4 @@
-"""A bounded fuzz run: 25,000 mutated golden frames against ``pynamesrv serve`` as a process.
+"""A bounded fuzz run: 20,000 mutated golden frames against ``pynamesrv serve`` as a process.
 
 The server runs as operators run it (``python -m pynamesrv serve`` in a temporary directory,
 started by the fuzzer); the fuzzer runs in this test's event loop so that a failure shows
@@ -20,7 +20,7 @@ What must hold, and why the bound is what it is:
   inflates them whole goes far past the bound, one that stops at a ceiling stays under it.
 
 The seed is fixed so that every run sends the same frames. ``pynamesrv fuzz --seed 5
---frames 25000 --bomb-max-mib 256 --max-rss-mib 256`` replays the run by hand.
+--frames 20000 --bomb-max-mib 256 --max-rss-mib 256`` replays the run by hand.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import pytest
 
 from pynamesrv.simulate.fuzz import FuzzConfig, Limits, RunOptions, make_forge, run_fuzz
 
-FRAMES = 25_000
+FRAMES = 20_000
 SEED = 5
 RSS_BOUND_MIB = 256
 MIB = 1 << 20
