@@ -1,0 +1,34 @@
+"""``pynamesrv fuzz``: mutated real frames against a name server, checked after every batch.
+
+The seeds are the requests of the golden corpora (real Java 4.9.4 and 5.2.0 traffic); every
+mutant breaks one thing about one of them. A run proves the server survives them: it does
+not crash, hang, lose the answers to valid requests, answer what must not be answered, log
+a traceback, or grow without bound, and a real route query keeps getting the right answer.
+
+Modules, in dependency order:
+
+* ``wire``        frames as bytes, independent of the server's codec; framing predictions
+* ``corpus``      the seed frames
+* ``bombs``       compressed register bodies that inflate far beyond their size
+* ``mutators``    the seeded mutators and ``FrameForge`` (frame i of seed s)
+* ``target``      the server as a child process: log tally, peak memory, exit
+* ``connection``  one fuzzing connection: writes, reads, answers that must not exist
+* ``stats``       counters, findings, the progress line and the summary
+* ``runner``      batches over lanes, canaries, route checks, triage of log events
+* ``session``     a whole session: corpus, server, run, summary
+"""
+
+from pynamesrv.simulate.fuzz.mutators import MUTATORS, FrameForge, Limits, Mutant
+from pynamesrv.simulate.fuzz.runner import RunOptions
+from pynamesrv.simulate.fuzz.session import FuzzConfig, make_forge, run_fuzz
+
+__all__ = [
+    "MUTATORS",
+    "FrameForge",
+    "FuzzConfig",
+    "Limits",
+    "Mutant",
+    "RunOptions",
+    "make_forge",
+    "run_fuzz",
+]
