@@ -43,6 +43,9 @@ from pynamesrv.remoting.command import SerializeType
 INT32_MAX_DIGITS: Final = b"2147483647"  # a larger opaque is no Java int: the decoder refuses it
 ZONE_FIELDS: Final = ("__ZONE_MODE", "__ZONE_NAME")  # 5.x zone routing: answers depend on them
 _LENGTHS: Final = struct.Struct(">iI")  # a frame's length word and header-length word
+# Longest header remembered as a shape: route queries are a few hundred bytes (ACL signatures
+# included); 65,536 shapes of megabyte headers would be an attack on memory.
+MAX_SHAPE_HEADER: Final = 4096
 
 
 class RouteAnswer:
@@ -138,6 +141,8 @@ class RouteQueryFastPath:
             key = header[:begin] + header[end:]
             shape = shapes.get(key)
             if shape is None:
+                if len(header) > MAX_SHAPE_HEADER:
+                    return None  # no client sends such a query: not worth remembering
                 shape = self._learn(key, header)
             if shape.generation != generation and not self._revalidate(shape, generation):
                 return None

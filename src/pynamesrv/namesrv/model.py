@@ -41,9 +41,9 @@ class DataVersion:
         if not isinstance(obj, dict):
             raise BodyError("dataVersion is not an object")
         return cls(
-            timestamp=_as_int(obj.get("timestamp")),
-            counter=_as_int(obj.get("counter")),
-            state_version=_as_int(obj.get("stateVersion")),
+            timestamp=_as_int(obj.get("timestamp"), bounds=_JAVA_LONG),
+            counter=_as_int(obj.get("counter"), bounds=_JAVA_LONG),
+            state_version=_as_int(obj.get("stateVersion"), bounds=_JAVA_LONG),
         )
 
     def to_json(self) -> dict[str, int]:
@@ -55,15 +55,24 @@ class DataVersion:
         return out
 
 
-def _as_int(value: Any, default: int = 0) -> int:
+_JAVA_INT: Final = (-(2**31), 2**31 - 1)  # queue numbers, perm, sys flag
+_JAVA_LONG: Final = (-(2**63), 2**63 - 1)  # data version fields
+
+
+def _as_int(value: Any, default: int = 0, bounds: tuple[int, int] = _JAVA_INT) -> int:
+    """A Java int (or long) field: what does not parse or fit is a decode error, as in
+    fastjson, and never a number that some later encoder cannot write."""
     if value is None:
         return default
-    if isinstance(value, bool):
-        raise BodyError("expected a number, got a boolean")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BodyError(f"expected a number, got {type(value).__name__}")
     try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise BodyError(f"expected a number, got {value!r}") from exc
+        number = int(value)
+    except (ValueError, OverflowError) as exc:
+        raise BodyError(f"expected a number, got {str(value)[:32]!r}") from exc
+    if not bounds[0] <= number <= bounds[1]:
+        raise BodyError(f"number {str(value)[:32]} out of range")
+    return number
 
 
 @dataclass(slots=True)
@@ -226,8 +235,10 @@ class RegisterBrokerBody:
             return cls(data_version, topics, [str(s) for s in servers or []])
         except BodyError:
             raise
-        except (ValueError, TypeError, zlib.error, struct.error, UnicodeDecodeError) as exc:
-            raise BodyError(f"Failed to decode RegisterBrokerBody: {exc}") from exc
+        except (ValueError, TypeError, zlib.error, struct.error, RecursionError) as exc:
+            raise BodyError(
+                f"Failed to decode RegisterBrokerBody: {type(exc).__name__}: {str(exc)[:200]}"
+            ) from exc
 
     def encode(self, *, compressed: bool) -> bytes:
         """Encode like a Java broker: JSON, or the compact zlib form of compressedRegister."""
@@ -272,9 +283,10 @@ def _decode_wrapper(wrapper: Any) -> tuple[DataVersion, list[TopicConfig]]:
 
 # Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
 INFLATE_STEP: Final = 256 * 1024
-# The fewest bytes one topic can take in the inflated form (length word + "t 0 0 0 X"): a body
-# that claims more topics than its ceiling could hold is refused before any of them is read.
-_MIN_TOPIC_BYTES: Final = 4 + 9
+# The inflate ceiling is this many times the frame limit (DEFAULT_MAX_INFLATED, and the
+# processor's max_inflated); a topic in a JSON registration takes at least this many bytes.
+_INFLATED_PER_FRAME_BYTE: Final = 4
+_MIN_JSON_TOPIC_BYTES: Final = 128
 
 
 def run_steps(steps: Generator[None, None, RegisterBrokerBody]) -> RegisterBrokerBody:
@@ -363,8 +375,11 @@ def _decode_compressed(
     reader = _InflatingReader(body, ceiling)
     data_version = DataVersion.from_json(fastjson.loads(reader.chunk()))
     count = reader.int32()
-    if count < 0 or count > ceiling // _MIN_TOPIC_BYTES:
-        raise BodyError(f"topic count {count} outside [0, {ceiling // _MIN_TOPIC_BYTES}]")
+    # As many topics as a JSON body within the frame limit could carry (one takes ~150 bytes
+    # there): a tiny zlib stream must not make us build millions of topic objects.
+    max_topics = ceiling // _INFLATED_PER_FRAME_BYTE // _MIN_JSON_TOPIC_BYTES
+    if count < 0 or count > max_topics:
+        raise BodyError(f"topic count {count} outside [0, {max_topics}]")
     topics: list[TopicConfig] = []
     next_yield = INFLATE_STEP
     for _ in range(count):
