@@ -58,8 +58,11 @@ LANGUAGES: tuple[str, ...] = (
     "NODE_JS",
 )
 
-# GET_NAMESRV_CONFIG keys that depend on how the server was started (golden README).
-CONFIG_VOLATILE_KEYS = frozenset({"listenPort", "rocketmqHome", "kvConfigPath", "configStorePath"})
+# GET_NAMESRV_CONFIG keys that depend on how the server was started (golden README), plus
+# the one the replay sets to start pynamesrv as the recorded Java version (never in Java's).
+CONFIG_VOLATILE_KEYS = frozenset(
+    {"listenPort", "rocketmqHome", "kvConfigPath", "configStorePath", "rocketmq.remoting.version"}
+)
 
 # Collections whose order is Java HashMap/HashSet iteration order: compared as multisets.
 ORDERLESS_LIST_KEYS = frozenset({"topicList", "brokerDatas", "queueDatas"})

@@ -438,6 +438,7 @@ async def running_server(tmp_path: Path) -> AsyncIterator[tuple[NamesrvControlle
         kv_config_path=str(paths.kv_config_path),
         config_store_path=str(paths.config_store_path),
         rocketmq_home="rmq",  # as in the recordings (GET_NAMESRV_CONFIG ignores it)
+        rocketmq_remoting_version=401,  # answer as 4.9.4 (the recorded server) does
     )
     ctrl = NamesrvController(config, host="127.0.0.1")
     await ctrl.start()

@@ -38,7 +38,9 @@ async def _run(controller: NamesrvController) -> None:
         loop.add_signal_handler(sig, stop.set)
     await controller.start()
     await stop.wait()
-    logging.getLogger("pynamesrv").info("shutdown requested, stopping")
+    logging.getLogger("pynamesrv").info("shutdown requested")
+    stop.clear()
+    await controller.drain(stop)  # enableShutdownGracefully: serve a while longer
     await controller.stop()
 
 

@@ -16,7 +16,7 @@ import re
 import struct
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -61,11 +61,20 @@ log = logging.getLogger(__name__)
 
 Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
 
-FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"
+FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"  # 4.9.4
+FAQ_URL_5: Final = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # 5.x
+# GET_BROKER_MEMBER_GROUP's remark in 5.2.0: its handler never sets one, and the response
+# keeps the one createResponseCommand starts with (a 5.x quirk clients ignore).
+MEMBER_GROUP_REMARK: Final = "not set any response code"
 # Compressed registrations at least this large are inflated and decoded a step at a time with
 # the event loop answering other peers in between (a body can inflate a thousandfold).
 STEPWISE_BODY_MIN: Final = 64 * 1024
 _JAVA_LONG: Final = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+# What StringUtils.isBlank skips (Character.isWhitespace), ASCII and the Unicode spaces.
+_JAVA_WHITESPACE: Final = (
+    " \t\n\x0b\f\r\x1c\x1d\x1e\x1f\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2008\u2009\u200a\u2028\u2029\u205f\u3000"
+)
 _LONG_MIN: Final = -(2**63)
 _LONG_MAX: Final = 2**63 - 1
 # How each refused UPDATE_NAMESRV_CONFIG is answered (Java answers the black list with
@@ -115,16 +124,29 @@ def _required(value: Any, name: str) -> Any:
     return value
 
 
-class _RouteAnswerTemplate:
-    """The JSON header of a successful route answer differs only in ``opaque``."""
+class RouteAnswerTemplate:
+    """The JSON header of a successful route answer differs only in ``opaque`` (and in the
+    server's configured version, fixed for a run)."""
 
     prefix: Final = b'{"code":0,"flag":1,"language":"JAVA","opaque":'
-    suffix: Final = f',"serializeTypeCurrentRPC":"JSON","version":{SERVER_VERSION}}}'.encode()
 
-    @classmethod
-    def frame(cls, opaque: int, body: bytes) -> bytes:
-        header = b"%b%d%b" % (cls.prefix, opaque, cls.suffix)
+    def __init__(self, version: int = SERVER_VERSION) -> None:
+        self.suffix = f',"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode()
+
+    def frame(self, opaque: int, body: bytes) -> bytes:
+        header = b"%b%d%b" % (self.prefix, opaque, self.suffix)
         return encode_frame(SerializeType.JSON, header, body)
+
+
+def zone_of(ext: Mapping[str, object] | None) -> str | None:
+    """The zone a route query is filtered to (ZoneRouteRPCHook): ``__ZONE_MODE`` true (any
+    case, as Boolean.parseBoolean) and a ``__ZONE_NAME`` that is not blank; else None."""
+    if not ext:
+        return None
+    mode, zone = ext.get("__ZONE_MODE"), ext.get("__ZONE_NAME")
+    if not isinstance(mode, str) or mode.lower() != "true" or not isinstance(zone, str):
+        return None
+    return zone if zone.strip(_JAVA_WHITESPACE) else None
 
 
 @dataclass(slots=True)
@@ -183,6 +205,7 @@ class RouteQueryFastPath:
         self.config = processor.registry.config
         self.stats = processor.stats
         self.routes = processor.routes
+        self.template = processor.route_template
         self._shapes: dict[bytes, _Shape] = {}
         self._families: dict[tuple[bytes, bytes, bytes], _TopicFamily] = {}
         self._latency = self.stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
@@ -305,7 +328,7 @@ class RouteQueryFastPath:
             if body is None:
                 return False
             shape.cached = routes.route_cache.get(key)
-            shape.tail = _RouteAnswerTemplate.suffix + body
+            shape.tail = self.template.suffix + body
             shape.heads, shape.heads_by_lengths = {}, {}
         shape.generation = generation
         return True
@@ -320,12 +343,12 @@ class RouteQueryFastPath:
         head = shape.heads_by_lengths[lengths] = shape.heads.get(size) or self._head(shape, size)
         return head
 
-    @staticmethod
-    def _head(shape: _Shape, size: int) -> bytes:
+    def _head(self, shape: _Shape, size: int) -> bytes:
         """Length words and answer header up to the opaque, for opaques of ``size`` digits."""
-        header_length = len(_RouteAnswerTemplate.prefix) + size + len(_RouteAnswerTemplate.suffix)
-        frame_length = 4 + header_length + len(shape.tail) - len(_RouteAnswerTemplate.suffix)
-        head = _LENGTHS.pack(frame_length, header_length) + _RouteAnswerTemplate.prefix
+        template = self.template
+        header_length = len(template.prefix) + size + len(template.suffix)
+        frame_length = 4 + header_length + len(shape.tail) - len(template.suffix)
+        head = _LENGTHS.pack(frame_length, header_length) + template.prefix
         shape.heads[size] = head
         return head
 
@@ -394,6 +417,9 @@ class RouteQueryFastPath:
         topic, accept = ext.get("topic"), ext.get("acceptStandardJsonOnly")
         if not isinstance(topic, str) or not isinstance(accept, str | None):
             return _DECLINED
+        zone_fields = (ext.get("__ZONE_MODE"), ext.get("__ZONE_NAME"))
+        if not all(isinstance(v, str | None) for v in zone_fields) or zone_of(ext) is not None:
+            return _DECLINED  # a zone's filtered answer is not the plain cached one
         standard = version >= Version.V4_9_4 or (accept or "").lower() == "true"
         return _Shape(topic, standard, prefix=header[:start], suffix=header[end:])
 
@@ -442,6 +468,10 @@ class DefaultRequestProcessor:
         # from the state the previous one left, written, then applied.
         self._write_lock = asyncio.Lock()
         self.access = access  # None: no accounts file, admin writes open (Java's default)
+        # The Java version answers are stamped with and shaped like (rocketmq.remoting.version)
+        self.version = registry.config.rocketmq_remoting_version
+        self.java5 = self.version >= Version.V5_0_0
+        self.route_template = RouteAnswerTemplate(self.version)
         self.auditor = audit.Auditor()
         self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
@@ -493,9 +523,19 @@ class DefaultRequestProcessor:
                 answer = RemotingCommand.response_to(
                     request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
                 )
+        if isinstance(answer, RemotingCommand):
+            answer.version = self.version
+        elif answer is not None and not isinstance(answer, bytes):
+            answer = self._stamped(answer)
         if request.is_oneway:
             return None if not hasattr(answer, "__await__") else answer
         return answer
+
+    async def _stamped(self, answer: Awaitable[RemotingCommand]) -> RemotingCommand:
+        command = await answer
+        if command is not None:
+            command.version = self.version
+        return command
 
     @staticmethod
     def _error(request: RemotingCommand, exc: RequestError) -> RemotingCommand:
@@ -582,14 +622,16 @@ class DefaultRequestProcessor:
             "body_digest": hash(
                 (actual_crc, len(body), compressed, request.version >= Version.V5_0_0)
             ),
+            # Java's Boolean: absent for 4.x brokers, which are never a group's prime slave
+            "enable_acting_master": (
+                None if enable_acting is None else enable_acting.lower() == "true"
+            ),
+            "delete_missing_topics": self.registry.config.delete_topic_with_broker_registration,
         }
         details = {
             "ha_server_addr": request.field("haServerAddr"),
             "channel": channel,
             "heartbeat_timeout_ms": _long(request, "heartbeatTimeoutMillis"),
-            "enable_acting_master": (
-                None if enable_acting is None else enable_acting.lower() == "true"
-            ),
             "zone_name": request.field("__ZONE_NAME"),
         }
         decode = partial(
@@ -676,7 +718,7 @@ class DefaultRequestProcessor:
             self.clock_ms(),
         )
         self._emit(events)
-        body = fastjson.dumps(stored.to_json()) if stored is not None else b""
+        body = fastjson.dumps(stored.to_wire(self.java5)) if stored is not None else b""
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,
@@ -698,7 +740,9 @@ class DefaultRequestProcessor:
         group = self.routes.broker_member_group(
             request.field("clusterName"), request.field("brokerName")
         )
-        return self._ok(request, fastjson.dumps(group))
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, MEMBER_GROUP_REMARK, body=fastjson.dumps(group)
+        )
 
     # ------------------------------------------------------------------ routes
 
@@ -708,10 +752,10 @@ class DefaultRequestProcessor:
             self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
         )
 
-    def _route_body(self, topic: str | None, standard: bool) -> bytes | None:
+    def _route_body(self, topic: str | None, standard: bool, zone: str | None) -> bytes | None:
         config = self.registry.config
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
-        return self.routes.route_body(topic, standard, order_conf)
+        return self.routes.route_body(topic, standard, order_conf, zone)
 
     def _count_hit(self, topic: str) -> None:
         self.stats.route_query_hits += 1
@@ -723,18 +767,20 @@ class DefaultRequestProcessor:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
         topic = request.field("topic")
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        body = self._route_body(topic, standard)
+        # Zone mode (5.x ZoneRouteRPCHook): only the zone's groups and the master-less ones.
+        # Answered in the dialect the client asked for (Java: always the legacy one).
+        body = self._route_body(topic, standard, zone_of(request.ext_fields))
         if body is None:
             self.stats.count_miss(_java(topic))
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {_java(topic)}\n"
-                f"See {FAQ_URL} for further details.",
+                f"See {FAQ_URL_5 if self.java5 else FAQ_URL} for further details.",
             )
         self._count_hit(topic)  # type: ignore[arg-type]
         if request.serialize_type == SerializeType.JSON:
-            return _RouteAnswerTemplate.frame(request.opaque, body)
+            return self.route_template.frame(request.opaque, body)
         return self._ok(request, body)
 
     def get_cluster_info(self, request: RemotingCommand, channel: object) -> Answer:
