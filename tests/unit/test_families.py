@@ -1,6 +1,7 @@
 """Families of route queries (one header layout, any topic): reads of them are answered byte
 for byte as the normal path answers them one by one, however the stream is cut, and frames
-that do not belong are left to the normal path."""
+that do not belong are left to the normal path. Zone-mode queries (5.x ``__ZONE_MODE`` and
+``__ZONE_NAME``) are among them: their filtered answers must never come from the plain cache."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ UNROUTED = ["Missing", "X" * 130]
 
 def controller() -> NamesrvController:
     ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
-    register_topics(ctrl, [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)])
+    register_topics(
+        ctrl, [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)], zone="zoneA"
+    )
     return ctrl
 
 
@@ -80,6 +83,12 @@ def java_query(topic: str, opaque: int, version: int = 401) -> bytes:
     )
 
 
+def zone_query(topic: str, opaque: int, mode: str, zone: str) -> bytes:
+    """A 5.x client's query with its zone: filtered when mode is true and zone not blank."""
+    ext = {"topic": topic, "__ZONE_MODE": mode, "__ZONE_NAME": zone}
+    return encode(RemotingCommand(code=105, version=453, opaque=opaque, ext_fields=ext))
+
+
 def raw_query(topic: str, digits: str) -> bytes:
     """A Java-layout query with opaque digits Java would not write."""
     header = (
@@ -97,8 +106,14 @@ def misframed(frame: bytes, delta: int) -> bytes:
 
 topics = st.sampled_from(ROUTED + UNROUTED)
 opaques = st.integers(0, 2**31 - 1)
-family_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
+zone_modes = st.sampled_from(["true", "TRUE", "false", ""])
+zones = st.sampled_from(["zoneA", "ZONEA", "zoneB", " "])
+family_queries = st.one_of(
+    st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques),
+    st.builds(zone_query, st.sampled_from(ROUTED[:3]), opaques, zone_modes, zones),
+)
 frames = st.one_of(
+    st.builds(zone_query, topics, opaques, zone_modes, zones),
     st.builds(java_query, topics, opaques),  # unrouted and non-family topics too
     st.builds(java_query, topics, opaques, st.sampled_from([317, 402])),  # other layouts
     st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5", "2147483648"])),

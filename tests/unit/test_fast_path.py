@@ -22,8 +22,11 @@ def register(ctrl: NamesrvController, queues: int, counter: int = 1) -> None:
     register_topics(ctrl, [TopicConfig("T/ö", queues, queues, 6)], counter)
 
 
-def register_topics(ctrl: NamesrvController, topics: list[TopicConfig], counter: int = 1) -> None:
-    """One broker on channel "conn" with ``topics``; ``counter`` is its data version."""
+def register_topics(
+    ctrl: NamesrvController, topics: list[TopicConfig], counter: int = 1, zone: str | None = None
+) -> None:
+    """One broker on channel "conn" with ``topics``; ``counter`` is its data version, ``zone``
+    the zone it registers in (5.x ``__ZONE_NAME``)."""
     body = RegisterBrokerBody(DataVersion(1, counter), topics, [])
     ctrl.routes.register_broker(
         cluster="C",
@@ -35,6 +38,7 @@ def register_topics(ctrl: NamesrvController, topics: list[TopicConfig], counter:
         load_body=lambda: body,
         channel="conn",
         now_ms=0,
+        zone_name=zone,
     )
 
 
@@ -58,6 +62,8 @@ def both_paths(ctrl: NamesrvController, command: RemotingCommand) -> tuple[bytes
         (121, {"topic": "T/ö"}),
         (63, {"topic": "T/ö", "acceptStandardJsonOnly": "true"}),
         (317, {"topic": "T/ö", "AccessKey": "ak", "Signature": "sig"}),
+        (453, {"topic": "T/ö", "__ZONE_MODE": "false", "__ZONE_NAME": "zoneA"}),  # no filter
+        (453, {"topic": "T/ö", "__ZONE_MODE": "true", "__ZONE_NAME": ""}),  # blank: no filter
     ],
 )
 def test_fast_answer_is_byte_identical_to_the_normal_answer(
@@ -85,8 +91,13 @@ def test_fast_answer_follows_route_changes(controller: NamesrvController) -> Non
         RemotingCommand(code=105, opaque=-5, ext_fields={"topic": "T/ö"}),  # negative opaque
         RemotingCommand(code=106, opaque=1),  # another request
         RemotingCommand(code=105, opaque=1),  # no topic
+        RemotingCommand(
+            code=105,
+            opaque=1,
+            ext_fields={"topic": "T/ö", "__ZONE_MODE": "True", "__ZONE_NAME": "zoneA"},
+        ),
     ],
-    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic"],
+    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic", "zone-mode"],
 )
 def test_odd_requests_take_the_normal_path(
     controller: NamesrvController, command: RemotingCommand
