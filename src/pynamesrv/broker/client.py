@@ -53,6 +53,10 @@ class BrokerClient:
     compressed: bool = False
     timeout_s: float = 6.0
     heartbeat_timeout_ms: int | None = None
+    # 5.x broker headers: enableActingMaster (None: not sent, as a 4.x broker) and the zone
+    # (-Drocketmq.zone: __ZONE_NAME on every request)
+    enable_acting_master: bool | None = None
+    zone_name: str | None = None
     version: int = Version.V4_9_4
     ssl_context: ssl.SSLContext | None = None  # TLS to the name servers (Java: tls.enable)
     data_version: DataVersion = field(
@@ -114,13 +118,16 @@ class BrokerClient:
     # ------------------------------------------------------------------ requests
 
     def _header(self, **extra: str) -> dict[str, str]:
-        return {
+        header = {
             "brokerName": self.broker_name,
             "brokerAddr": self.broker_addr,
             "clusterName": self.cluster,
             "brokerId": str(self.broker_id),
             **extra,
         }
+        if self.zone_name is not None:
+            header["__ZONE_NAME"] = self.zone_name
+        return header
 
     def registration_request(self) -> RemotingCommand:
         body = RegisterBrokerBody(self.data_version, list(self.topics.values()), []).encode(
@@ -133,6 +140,8 @@ class BrokerClient:
         )
         if self.heartbeat_timeout_ms is not None:
             ext["heartbeatTimeoutMillis"] = str(self.heartbeat_timeout_ms)
+        if self.enable_acting_master is not None:
+            ext["enableActingMaster"] = "true" if self.enable_acting_master else "false"
         return self._signed(
             RemotingCommand(
                 code=RequestCode.REGISTER_BROKER, version=self.version, ext_fields=ext, body=body

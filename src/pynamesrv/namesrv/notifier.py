@@ -67,11 +67,14 @@ class MinBrokerIdNotifier:
         self.config = config
         self.version = version
         self._send = send
+        self.retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S
         self._pending: dict[str, RemotingCommand] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.attempts = 0
         self.delivered = 0
         self.failed = 0
         self.dropped = 0  # not sent: too many addresses pending
+        self.changed = asyncio.Event()  # set after each attempt (tests wait on it)
 
     def on_events(self, events: list[Event]) -> None:
         if not self.config.notify_min_broker_id_changed:
@@ -127,6 +130,7 @@ class MinBrokerIdNotifier:
                         MAX_ATTEMPTS,
                         error,
                     )
+                self.changed.set()
         finally:
             self._tasks.pop(addr, None)
 
@@ -136,15 +140,22 @@ class MinBrokerIdNotifier:
         error: str | None = None
         for attempt in range(MAX_ATTEMPTS):
             if attempt:
-                await asyncio.sleep(RETRY_DELAYS_S[attempt - 1])
+                await asyncio.sleep(self.retry_delays_s[attempt - 1])
                 if self._pending.get(addr) is not command:
                     return None
             timeout_s = self.config.notify_min_broker_id_change_timeout_millis / 1000
             try:
-                answer = await self._send(addr, _copy(command), timeout_s)
-            except (RemotingError, OSError) as exc:
+                # connect and answer each get timeout_s; the guard bounds a send that hangs
+                answer = await asyncio.wait_for(
+                    self._send(addr, _copy(command), timeout_s), 2 * timeout_s + 1
+                )
+            except (RemotingError, OSError, TimeoutError) as exc:
                 error = str(exc) or type(exc).__name__
-            else:
+                answer = None
+            finally:
+                self.attempts += 1
+                self.changed.set()
+            if answer is not None:
                 if answer.code == ResponseCode.SUCCESS:
                     return None
                 error = f"answered code {answer.code} {answer.remark or ''}".rstrip()
