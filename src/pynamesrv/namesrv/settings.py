@@ -249,8 +249,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "How long one NOTIFY_MIN_BROKER_ID_CHANGE waits for the connection and the broker's "
          "answer before it counts as failed.",
          minimum=1, maximum=600_000),
-    _key("enableControllerInNamesrv", B, RESTART, False, "5.x",
-         "Must stay false: run the standalone Java controller for controller mode."),
+    _key("enableControllerInNamesrv", B, RESTART, True, "5.x",
+         "Must stay false: pynamesrv has no embedded controller, so true is refused (in the -c "
+         "file and remotely); run the standalone Java controller (bin/mqcontroller) for "
+         "controller mode."),
     _key("needWaitForService", B, LIVE, True, "5.x",
          "Answer route queries with SYSTEM_ERROR 'name server not ready' for "
          "waitSecondsForService after start, so restarted brokers can re-register first "
