@@ -16,7 +16,12 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.namesrv.model import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicQueueMappingInfo,
+)
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError
@@ -57,6 +62,8 @@ class BrokerClient:
     # (-Drocketmq.zone: __ZONE_NAME on every request)
     enable_acting_master: bool | None = None
     zone_name: str | None = None
+    # static-topic mappings this broker hosts, by topic (5.x updateStaticTopic)
+    mappings: dict[str, TopicQueueMappingInfo] = field(default_factory=dict)
     version: int = Version.V4_9_4
     ssl_context: ssl.SSLContext | None = None  # TLS to the name servers (Java: tls.enable)
     data_version: DataVersion = field(
@@ -130,9 +137,9 @@ class BrokerClient:
         return header
 
     def registration_request(self) -> RemotingCommand:
-        body = RegisterBrokerBody(self.data_version, list(self.topics.values()), []).encode(
-            compressed=self.compressed
-        )
+        body = RegisterBrokerBody(
+            self.data_version, list(self.topics.values()), [], dict(self.mappings)
+        ).encode(compressed=self.compressed)
         ext = self._header(
             haServerAddr=self.ha_server_addr or "",
             compressed="true" if self.compressed else "false",
