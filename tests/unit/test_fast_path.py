@@ -118,3 +118,28 @@ def test_shapes_are_bounded(controller: NamesrvController) -> None:
         command = RemotingCommand(code=105, opaque=1, ext_fields={"topic": f"random-{i}"})
         controller._route_fast_path(header_of(command))
     assert len(controller._route_fast_path._shapes) <= controller._route_fast_path.MAX_SHAPES
+
+
+def test_fast_answer_follows_the_acting_master_view(controller: NamesrvController) -> None:
+    """supportActingMaster changes answers without a route change: the fast path must not
+    keep serving what it cached before (5.x, golden-5x acting-master)."""
+    routes = controller.routes
+    body = RegisterBrokerBody(DataVersion(1, 1), [TopicConfig("A", 2, 2, 6)], [])
+    for broker_id, addr in ((0, "127.0.0.1:34911"), (1, "127.0.0.1:34921")):
+        routes.register_broker(
+            cluster="C", broker_addr=addr, broker_name="acting", broker_id=broker_id,
+            ha_server_addr=None, body_digest=None, load_body=lambda: body, channel=addr,
+            now_ms=0, enable_acting_master=True,
+        )  # fmt: skip
+    command = RemotingCommand(code=105, version=453, opaque=3, ext_fields={"topic": "A"})
+    both_paths(controller, command)  # learned and cached with the master
+    routes.unregister_broker("C", "127.0.0.1:34911", "acting", 0)
+    seen = []
+    for support in (False, True, False):
+        routes.set_support_acting_master(support)
+        fast, normal = both_paths(controller, command)
+        assert fast == normal
+        seen.append(fast)
+    assert b'{"1":"127.0.0.1:34921"}' in seen[0] and b'"perm":4' in seen[0]
+    assert b'{"0":"127.0.0.1:34921"}' in seen[1]
+    assert seen[2] == seen[0]

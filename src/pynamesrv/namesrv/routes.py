@@ -855,7 +855,8 @@ def filter_by_zone(route: dict[str, Any], zone: str) -> dict[str, Any]:
     wanted = zone.lower()
     kept, removed = [], []
     for data in route["brokerDatas"]:
-        in_zone = (data.get("zoneName") or "").lower() == wanted if data.get("zoneName") else False
+        zone_name = data.get("zoneName")
+        in_zone = zone_name is not None and zone_name.lower() == wanted
         (kept if MASTER_ID not in data["brokerAddrs"] or in_zone else removed).append(data)
     if not removed:
         return route
