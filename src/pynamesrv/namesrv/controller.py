@@ -28,6 +28,7 @@ from pynamesrv.namesrv.events import (
     BrokerRemoved,
     ConfigChanged,
     Event,
+    PermChanged,
     TopicRemoved,
 )
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
@@ -425,5 +426,12 @@ class NamesrvController:
                 )
             elif isinstance(event, TopicRemoved):
                 log.info("topic %s removed: %s", event.topic, event.reason)
+            elif isinstance(event, PermChanged) and event.reason == "master_gone":
+                log.info(
+                    "broker %s has no master: write permission of its %d topics removed "
+                    "(enableActingMaster)",
+                    event.broker_name,
+                    event.topic_count,
+                )
             elif log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", event.to_record())
