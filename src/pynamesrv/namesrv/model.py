@@ -191,7 +191,8 @@ class TopicQueueMappingInfo:
     def from_json(cls, obj: Any) -> TopicQueueMappingInfo:
         if not isinstance(obj, dict):
             raise BodyError("topic queue mapping is not an object")
-        bname, topic, scope = obj.get("bname"), obj.get("topic"), obj.get("scope", "__global__")
+        bname, topic = obj.get("bname"), obj.get("topic")
+        scope = obj.get("scope", METADATA_SCOPE_GLOBAL)
         if not all(isinstance(v, str | None) for v in (bname, topic, scope)):
             raise BodyError("topic queue mapping: bname, topic and scope must be strings")
         ids = obj.get("currIdMap") or {}
