@@ -1,11 +1,12 @@
-"""Golden corpus support: load recorded 4.9.4 traffic, pair answers, compare our answers.
+"""Golden corpus support: load recorded Java traffic, pair answers, compare our answers.
 
-The corpus (``<shared>/golden``) holds frames exchanged between real Java programs and a
-real Java 4.9.4 NameServer. This module is deliberately independent of the server's own
-codec: frames are split, ROCKETMQ headers decoded and JSON headers parsed here, so a codec
-bug in the server cannot hide itself. Bodies are parsed with the server's lenient fastjson
-parser (the brief asks for it), and the *dialect* of a body (bare vs quoted numeric keys,
-escaping) is extracted separately, because the parser deliberately erases that difference.
+The corpora (``<shared>/golden``, ``<shared>/golden-5x``) hold frames exchanged between real
+Java programs and a real Java 4.9.4 (5.2.0) NameServer, in the same format. This module is
+deliberately independent of the server's own codec: frames are split, ROCKETMQ headers
+decoded and JSON headers parsed here, so a codec bug in the server cannot hide itself.
+Bodies are parsed with the server's lenient fastjson parser (the brief asks for it), and
+the *dialect* of a body (bare vs quoted numeric keys, escaping) is extracted separately,
+because the parser deliberately erases that difference.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ SCENARIOS: tuple[str, ...] = (
     "admin",
     "clients",
     "errors",
+)
+# The 5.2.0 corpus (golden-5x/README.md), in the README's order.
+SCENARIOS_5X: tuple[str, ...] = (
+    "register-admin",
+    "acting-master",
+    "zone-route",
+    "split-register",
+    "compat-old-namesrv",
+    "namesrv-restart",
 )
 
 FLAG_RESPONSE = 1
@@ -58,8 +68,15 @@ LANGUAGES: tuple[str, ...] = (
     "NODE_JS",
 )
 
-# GET_NAMESRV_CONFIG keys that depend on how the server was started (golden README).
-CONFIG_VOLATILE_KEYS = frozenset({"listenPort", "rocketmqHome", "kvConfigPath", "configStorePath"})
+# GET_NAMESRV_CONFIG keys that depend on how the server was started (golden README), plus
+# pynamesrv-only keys the replay sets to start it (as the recorded Java version, without the
+# HTTP port): Java never reports them, pynamesrv reports them because they are not default.
+CONFIG_VOLATILE_KEYS = frozenset(
+    {
+        "listenPort", "rocketmqHome", "kvConfigPath", "configStorePath",
+        "rocketmq.remoting.version", "httpPort",
+    }
+)  # fmt: skip
 
 # Collections whose order is Java HashMap/HashSet iteration order: compared as multisets.
 ORDERLESS_LIST_KEYS = frozenset({"topicList", "brokerDatas", "queueDatas"})
@@ -86,6 +103,10 @@ def shared_dir() -> Path:
 
 def golden_dir() -> Path:
     return shared_dir() / "golden"
+
+
+def golden_5x_dir() -> Path:
+    return shared_dir() / "golden-5x"
 
 
 # --------------------------------------------------------------------------- wire format
@@ -251,6 +272,7 @@ class Frame:
     step: str
     incomplete: bool = False
     malformed: str | None = None
+    t: float | None = None  # seconds since the recording started
 
     @property
     def code(self) -> int | None:
@@ -292,6 +314,7 @@ class Event:
     conn: int | None = None
     by: str | None = None
     how: str | None = None
+    t: float | None = None
     step: str | None = None
 
 
@@ -340,6 +363,7 @@ def _frame_from_json(obj: Mapping[str, Any]) -> Frame:
         step=obj.get("step") or "",
         incomplete=bool(obj.get("incomplete")),
         malformed=obj.get("malformed"),
+        t=obj.get("t"),
     )
 
 
@@ -379,6 +403,7 @@ def load_scenario(name: str, directory: Path | None = None) -> Scenario:
                 by=obj.get("by"),
                 how=obj.get("how"),
                 step=obj.get("step"),
+                t=obj.get("t"),
             )
             for obj in map(json.loads, filter(str.strip, fh))
         ]
@@ -417,6 +442,15 @@ class Dialect:
 
 
 _NUMERIC = re.compile(r"-?\d+")
+# A string literal (kept whole) or a bare integer member name after '{' or ','.
+_BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,])(-?\d+):')
+
+
+def quote_bare_keys(text: str) -> str:
+    """The same JSON with bare integer member names quoted (``{0:"a"}`` -> ``{"0":"a"}``):
+    a legacy-dialect recording as the standard dialect writes its keys."""
+    return _BARE_KEY.sub(lambda m: m.group(0) if m.group(1) is None else
+                         f'{m.group(1)}"{m.group(2)}":', text)  # fmt: skip
 
 
 def dialect_of(text: str) -> Dialect:

@@ -217,6 +217,8 @@ async def acl_server(
         config_store_path=str(paths.config_store_path),
         rocketmq_home="rmq",
         acl_file=str(accounts),
+        rocketmq_remoting_version=401,
+        http_port=0,  # answer as the recorded 4.9.4 server does
     )
     ctrl = NamesrvController(config, host="127.0.0.1")
     ctrl.add_listener(events.extend)

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from .deviations import DEVIATIONS, deviations_for
+from .deviations import DEVIATIONS, DEVIATIONS_5X, deviations_for
 from .golden import (
     SCENARIOS,
+    SCENARIOS_5X,
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
     Dialect,
@@ -32,8 +33,10 @@ from .golden import (
     decode_rocketmq_header,
     dialect_of,
     encode_rocketmq_header,
+    golden_5x_dir,
     golden_dir,
     load_scenario,
+    quote_bare_keys,
     shared_dir,
 )
 
@@ -508,3 +511,57 @@ def test_config_exact_pins_ignored_keys() -> None:
     bad = compare_answer(wire, with_json(wire, body=ours), request_code=319,
                          config_exact={"kvConfigPath": "/elsewhere"})  # fmt: skip
     assert fields(bad) == {"body.config.kvConfigPath"}
+
+
+# ---------------------------------------------------------------------- golden-5x (5.2.0)
+
+FRAME_COUNTS_5X = {  # golden-5x/README.md
+    "register-admin": 358,
+    "acting-master": 687,
+    "zone-route": 134,
+    "split-register": 96,
+    "compat-old-namesrv": 350,
+    "namesrv-restart": 100,
+}
+
+
+def scenario_5x(name: str) -> Scenario:
+    key = f"5x/{name}"
+    if key not in _CACHE:
+        _CACHE[key] = load_scenario(name, golden_5x_dir())
+    return _CACHE[key]
+
+
+@pytest.mark.parametrize("name", SCENARIOS_5X)
+def test_5x_scenario_loads_pairs_and_is_timed(name: str) -> None:
+    sc = scenario_5x(name)
+    assert len(sc.frames) == FRAME_COUNTS_5X[name]
+    assert all(f.t is not None for f in sc.frames)
+    times = [f.t for f in sc.frames]
+    assert times == sorted(times)  # the scripted clock never runs backwards
+    for answer in (f for f in sc.frames if f.dir == "s2c"):
+        request = sc.request_of[answer.seq]
+        assert (request.conn, request.opaque) == (answer.conn, answer.opaque)
+        wire = answer.wire()
+        assert compare_answer(wire, wire, request_code=request.code) == []
+
+
+def test_5x_deviations_point_at_requests() -> None:
+    for dev in DEVIATIONS_5X:
+        assert dev.reason and dev.instead
+        if dev.seq is None:
+            continue
+        assert dev.scenario in SCENARIOS_5X
+        frame = scenario_5x(dev.scenario).by_seq[dev.seq]
+        assert frame.dir == "c2s" and frame.is_request, (dev.scenario, dev.seq)
+        assert deviations_for(dev.scenario)[dev.seq] is dev
+        if dev.answer_like is not None:
+            assert scenario_5x(dev.scenario).by_seq[dev.answer_like].dir == "s2c"
+
+
+def test_quoting_bare_keys_leaves_strings_alone() -> None:
+    text = '{"brokerAddrs":{0:"127.0.0.1:34911",1:"a,2:b"},"x":[{-3:4}]}'
+    assert quote_bare_keys(text) == (
+        '{"brokerAddrs":{"0":"127.0.0.1:34911","1":"a,2:b"},"x":[{"-3":4}]}'
+    )
+    assert dialect_of(quote_bare_keys(text)) == Dialect(quoted_numeric_keys=True, raw_slash=False)

@@ -1,4 +1,6 @@
-"""Replay every golden scenario byte for byte against a fresh in-process name server.
+"""Replay every golden 4.9.4 scenario byte for byte against a fresh in-process name server.
+
+(The 5.2.0 corpus is replayed by test_golden5_replay.py with this module's Replayer.)
 
 Each scenario gets its own server (the recordings each started from an empty Java
 NameServer), its own temp kvConfigPath/configStorePath and its own working directory, so a
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import struct
 import time
 from collections.abc import AsyncIterator, Callable
@@ -47,6 +50,7 @@ from .golden import (
     diff_data,
     json_header_bytes,
     load_scenario,
+    quote_bare_keys,
 )
 
 ANSWER_TIMEOUT = 3.0  # an answer that exists comes within milliseconds
@@ -123,6 +127,32 @@ class ServerConn:
         return [r for r in self.received if not r.used and r.opaque == opaque]
 
 
+class ScriptedClock:
+    """The server's clock in a timed replay: each frame is sent at its recorded moment."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@dataclass
+class Timing:
+    """A timed replay: the server reads ``clock``, which the replayer sets to ``base_ms`` plus
+    each frame's recorded time; nothing expires brokers but the replayer's scans (see
+    ``Replayer.advance``)."""
+
+    clock: ScriptedClock
+    base_ms: int
+    ctrl: NamesrvController
+
+
+# Java scans for expired brokers every 5 s (scanNotActiveBrokerInterval); a broker it still
+# listed is at most this far past its deadline.
+JAVA_SCAN_MS = 5000
+
+
 @dataclass
 class Expectation:
     """An answer we must receive: the recorded one, or the one a deviation prescribes."""
@@ -136,10 +166,13 @@ class Expectation:
 class Replayer:
     """Walks one scenario's merged timeline against a running server."""
 
-    def __init__(self, scenario: Scenario, port: int, paths: ReplayPaths) -> None:
+    def __init__(
+        self, scenario: Scenario, port: int, paths: ReplayPaths, timing: Timing | None = None
+    ) -> None:
         self.sc = scenario
         self.port = port
         self.paths = paths
+        self.timing = timing
         self.deviations = deviations_for(scenario.name)
         self.conns: dict[int, ServerConn] = {}
         self.problems: list[str] = []
@@ -205,6 +238,10 @@ class Replayer:
         if recorded is None:
             return None
         answer = recorded.wire()
+        if dev is not None and dev.answer_like is not None:
+            answer = self.answer_like(self.sc.by_seq[dev.answer_like].wire(), request)
+        if dev is not None and (dev.quote_keys or dev.body_overrides):
+            answer = self.body_changed(answer, dev)
         if dev is not None and dev.header_overrides:
             answer = self.overridden(answer, dev)
         exact = None
@@ -235,6 +272,26 @@ class Replayer:
         if serialize == SERIALIZE_JSON:
             header["serializeTypeCurrentRPC"] = "JSON"
         return build_answer(serialize, header)
+
+    @staticmethod
+    def answer_like(other: WireFrame, request: Frame) -> WireFrame:
+        """Another request's recorded answer, as an answer to ``request`` (its opaque)."""
+        header = dict(other.header())
+        header["opaque"] = request.opaque or 0
+        return build_answer(other.serialize, header, other.body)
+
+    @staticmethod
+    def body_changed(answer: WireFrame, dev: Deviation) -> WireFrame:
+        """The recorded body with the deviation's changes (text-level, so the recording's
+        escaping stays as it was)."""
+        text = answer.body.decode("utf-8")
+        if dev.quote_keys:
+            text = quote_bare_keys(text)
+        if dev.body_overrides:
+            obj = json.loads(text)
+            obj.update(dev.body_overrides)
+            text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        return build_answer(answer.serialize, answer.header(), text.encode("utf-8"))
 
     @staticmethod
     def overridden(answer: WireFrame, dev: Deviation) -> WireFrame:
@@ -296,7 +353,21 @@ class Replayer:
             self.problems.append(f"{self.sc.name} seq {seq}: deviation listed but never applied")
         return self.problems
 
+    def advance(self, t: float | None, *, scan_exact: bool = False) -> None:
+        """Timed replay: move the server's clock to recorded time ``t`` and run its expiry
+        check the way the recording allows. Java expires a broker at its next 5 s scan, so
+        at any moment a broker that Java could still list must be listed: the check runs
+        ``JAVA_SCAN_MS`` behind the clock. Where the recording shows Java expiring one (the
+        server closed its connection), ``scan_exact`` runs it at the clock itself."""
+        timing = self.timing
+        if timing is None or t is None:
+            return
+        timing.clock.now_ms = max(timing.clock.now_ms, timing.base_ms + round(t * 1000))
+        now = timing.clock.now_ms
+        timing.ctrl.scan_expired(now if scan_exact else now - JAVA_SCAN_MS)
+
     async def on_c2s(self, frame: Frame, nxt: Frame | None) -> None:
+        self.advance(frame.t)
         sc = self.conns.get(frame.conn) or await self.open(frame.conn)
         if sc.eof:
             self.report(frame, frame.conn, "server had already closed the connection")
@@ -338,6 +409,7 @@ class Replayer:
             return
         anchor = self.sc.by_seq.get(ev.after_seq)
         if ev.by == "server":
+            self.advance(ev.t, scan_exact=True)
             if not await sc.wait(lambda: sc.eof, CLOSE_TIMEOUT):
                 self.report(
                     anchor,
@@ -438,6 +510,8 @@ async def running_server(tmp_path: Path) -> AsyncIterator[tuple[NamesrvControlle
         kv_config_path=str(paths.kv_config_path),
         config_store_path=str(paths.config_store_path),
         rocketmq_home="rmq",  # as in the recordings (GET_NAMESRV_CONFIG ignores it)
+        rocketmq_remoting_version=401,
+        http_port=0,  # answer as 4.9.4 (the recorded server) does
     )
     ctrl = NamesrvController(config, host="127.0.0.1")
     await ctrl.start()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -160,3 +163,44 @@ def test_quick_start_names_the_default_ports() -> None:
     assert 'make run ARGS="--port' in quick_start
     makefile = (REPO / "Makefile").read_text()
     assert "$(BIN)/pynamesrv serve $(ARGS)" in makefile
+
+
+def test_graceful_sigterm_keeps_serving_until_a_second_signal(tmp_path: Path) -> None:
+    """enableShutdownGracefully: Java keeps its port open for shutdownWaitTimeSeconds after
+    the signal; a second signal ends the wait."""
+    port = free_port()
+    config = tmp_path / "namesrv.properties"
+    config.write_text(
+        f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort=0\njournalEnable=false\n"
+        "enableShutdownGracefully=true\nshutdownWaitTimeSeconds=600\n"
+    )
+    proc = subprocess.Popen(
+        [ENTRY_POINT, "serve", "-c", config, "--listen", "127.0.0.1", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+
+    def wait_for_line(text: str) -> None:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise AssertionError(f"no log line with {text!r} within 20 s") from None
+            if text in line:
+                return
+
+    try:
+        wait_for_port(port, proc, 20)
+        proc.send_signal(signal.SIGTERM)
+        wait_for_line("graceful shutdown: still serving for 600 s")
+        answer = asyncio.run(query_route(port, "NoSuchTopic"))
+        assert answer.code == ResponseCode.TOPIC_NOT_EXIST  # answered after the signal
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        wait_for_line("The Name Server stopped")
+    finally:
+        proc.kill()

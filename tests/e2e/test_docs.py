@@ -92,19 +92,23 @@ async def admin(port: int, code: int, body: bytes = b"", **header: str) -> None:
 async def every_kind_of_change(port: int) -> None:
     """Drive the server through each event the journal knows."""
 
-    def make(name: str, cluster: str, port_: int, topics: dict[str, int]) -> BrokerClient:
+    def make(
+        name: str, cluster: str, port_: int, topics: dict[str, int], broker_id: int = 0
+    ) -> BrokerClient:
         return BrokerClient(
             namesrv_addrs=[f"127.0.0.1:{port}"],
             cluster=cluster,
             broker_name=name,
-            broker_id=0,
+            broker_id=broker_id,
             broker_addr=f"127.0.0.1:{port_}",
             topics={t: TopicConfig(t, n, n, 6) for t, n in topics.items()},
         )
 
+    slave = make("doc-broker-a", "DocCluster", 10912, {}, broker_id=1)
+    assert all(o.ok for o in await slave.start())
     a = make("doc-broker-a", "DocCluster", 10911, {"DocShared": 4, "DocOnlyA": 2})
     b = make("doc-broker-b", "OtherCluster", 10921, {"DocShared": 2})
-    for broker in (a, b):
+    for broker in (a, b):  # a's master has a lower id than its slave: min_broker_id_changed
         assert all(o.ok for o in await broker.start())
     await a.register_all()  # unchanged: broker_heartbeat
     a.update_topics(TopicConfig("DocNew", 1, 1, 6))
@@ -123,7 +127,7 @@ async def every_kind_of_change(port: int) -> None:
     await admin(port, RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="DocShared",
                 clusterName="OtherCluster")  # fmt: skip
     await admin(port, RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="DocAdmin")
-    for broker in (a, b):
+    for broker in (slave, a, b):
         await broker.stop()  # broker_removed, topic_removed (no_broker)
 
 

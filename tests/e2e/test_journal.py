@@ -260,3 +260,45 @@ async def test_leftovers_of_a_crash_are_compressed_at_start(tmp_path: Path) -> N
     await journal.stop()
     assert sorted(p.name for p in directory.iterdir()) == [past.name + ".gz"]
     assert [r["ts"] for r in read_records(journal_files(tmp_path))] == [1]
+
+
+async def test_acting_master_and_static_topics_are_journaled(start_namesrv, tmp_path: Path) -> None:
+    """5.x additions (docs/journal.md): a registration's static-topic mappings, the write
+    permission an acting-master group loses with its master, the lowest id changing, the
+    mappings in snapshots; and the journal still rebuilds the routes the server answers."""
+    from pynamesrv.namesrv.model import TopicQueueMappingInfo
+    from pynamesrv.pipeline.timetravel import canonical_route, replay
+    from pynamesrv.remoting import fastjson
+
+    root = tmp_path / "journal"
+    ns = await start_namesrv(journalEnable=True, journalDir=root, instanceName=INSTANCE)
+    info = TopicQueueMappingInfo("S", "a", total_queues=2, epoch=7, curr_id_map=((0, 0),))
+    master = broker(ns.port, "a", "127.0.0.1:10911", enable_acting_master=True, version=453)
+    master.topics = {"S": TopicConfig("S", 2, 2, 6)}
+    master.mappings = {"S": info}
+    slave = broker(ns.port, "a", "127.0.0.1:10921", enable_acting_master=True, version=453)
+    slave.broker_id, slave.topics = 1, dict(master.topics)
+    await master.register_all()
+    await slave.register_all()
+    await master.stop()
+    answer = await query_route(ns.port, "S", version=453)
+    live = fastjson.loads(answer.body)
+    assert live["queueDatas"][0]["perm"] == 4
+    assert live["topicQueueMappingByBroker"]["a"]["epoch"] == 7
+    ns.record_snapshot()
+    await ns.stop()
+
+    records = list(read_records(journal_files(root)))
+    registered = next(r for r in records if r["type"] == "broker_registered")
+    assert registered["topic_mappings"]["S"] == {
+        "bname": "a", "currIdMap": {"0": 0}, "dirty": False, "epoch": 7,
+        "scope": "__global__", "topic": "S", "totalQueues": 2,
+    }  # fmt: skip
+    [wiped] = [r for r in records if r["type"] == "perm_changed"]
+    assert (wiped["broker_name"], wiped["op"], wiped["reason"]) == ("a", "wipe", "master_gone")
+    [changed] = [r for r in records if r["type"] == "min_broker_id_changed"]
+    assert (changed["min_broker_id"], changed["notify"]) == (1, ["127.0.0.1:10921"])
+    snapshot = [r for r in records if r["type"] == "snapshot"][-1]
+    assert snapshot["mappings"]["S"]["a"]["epoch"] == 7
+    rebuilt = replay(r for r in records if r["type"] != "snapshot").routes()
+    assert rebuilt["S"] == canonical_route(live)

@@ -68,6 +68,14 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "config_changed": {"key": (STR,), "value": (STR,)},
     "route_queries": {"window_ms": (INT,), "counts": (DICT,), "misses": (DICT,)},
     "snapshot": {"brokers": (LIST,), "topics": (DICT,)},
+    # 5.x (docs/journal.md): written when a lower broker id registers into a group
+    "min_broker_id_changed": {
+        "cluster": (STR,),
+        "broker_name": (STR,),
+        "min_broker_id": (INT,),
+        "min_broker_addr": (STR,),
+        "notify": (LIST,),
+    },
 }
 REASONS = {"unregister", "expired", "channel_closed", "channel_error", "channel_idle"}
 
@@ -135,7 +143,7 @@ def test_every_line_parses_with_the_schema_fields_and_types(small, lines) -> Non
                     "broker_addr",
                     "last_heartbeat_ts",
                 }
-    assert seen_types >= set(SCHEMA) - {"config_changed"}
+    assert seen_types >= set(SCHEMA) - {"config_changed", "min_broker_id_changed"}
 
 
 def test_heartbeat_lines_have_exactly_the_real_events_fields(lines) -> None:

@@ -658,12 +658,14 @@ def test_rocketmq_unknown_language_byte_decodes_as_other() -> None:
 
 SPEC_JSON_EXAMPLES = [
     (
-        RemotingCommand.response_to(RemotingCommand(code=206, opaque=1), 0),
+        RemotingCommand.response_to(RemotingCommand(code=206, opaque=1), 0, version=401),
         '{"code":0,"flag":1,"language":"JAVA","opaque":1,'
         '"serializeTypeCurrentRPC":"JSON","version":401}',
     ),
     (
-        RemotingCommand.response_to(RemotingCommand(code=103, opaque=0), 0, ext_fields={}),
+        RemotingCommand.response_to(
+            RemotingCommand(code=103, opaque=0), 0, ext_fields={}, version=401
+        ),
         '{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":0,'
         '"serializeTypeCurrentRPC":"JSON","version":401}',
     ),
@@ -672,6 +674,7 @@ SPEC_JSON_EXAMPLES = [
             RemotingCommand(code=103, opaque=10, version=121, language="CPP"),
             0,
             ext_fields={"haServerAddr": "127.0.0.1:10922", "masterAddr": "127.0.0.1:10921"},
+            version=401,
         ),
         '{"code":0,"extFields":{"haServerAddr":"127.0.0.1:10922","masterAddr":"127.0.0.1:10921"},'
         '"flag":1,"language":"JAVA","opaque":10,"serializeTypeCurrentRPC":"JSON","version":401}',
@@ -682,6 +685,7 @@ SPEC_JSON_EXAMPLES = [
             17,
             remark="No topic route info in name server for the topic: NoSuchTopic\n"
             "See http://rocketmq.apache.org/docs/faq/ for further details.",
+            version=401,
         ),
         '{"code":17,"flag":1,"language":"JAVA","opaque":0,"remark":"No topic route info in name'
         " server for the topic: NoSuchTopic\\nSee http://rocketmq.apache.org/docs/faq/ for further"
@@ -738,7 +742,8 @@ def test_response_echoes_request_opaque_and_serialize_type() -> None:
         code=105, opaque=77, version=63, serialize_type=SerializeType.ROCKETMQ
     )
     response = RemotingCommand.response_to(request, 0)
-    assert (response.opaque, response.flag, response.version) == (77, 1, 401)
+    assert (response.opaque, response.flag, response.version) == (77, 1, 453)  # V5_2_0
+    assert RemotingCommand.response_to(request, 0, version=401).version == 401
     assert response.serialize_type == SerializeType.ROCKETMQ
     assert struct.unpack_from(">I", encode(response), 4)[0] >> 24 == 1
 

@@ -22,8 +22,11 @@ def register(ctrl: NamesrvController, queues: int, counter: int = 1) -> None:
     register_topics(ctrl, [TopicConfig("T/ö", queues, queues, 6)], counter)
 
 
-def register_topics(ctrl: NamesrvController, topics: list[TopicConfig], counter: int = 1) -> None:
-    """One broker on channel "conn" with ``topics``; ``counter`` is its data version."""
+def register_topics(
+    ctrl: NamesrvController, topics: list[TopicConfig], counter: int = 1, zone: str | None = None
+) -> None:
+    """One broker on channel "conn" with ``topics``; ``counter`` is its data version, ``zone``
+    the zone it registers in (5.x ``__ZONE_NAME``)."""
     body = RegisterBrokerBody(DataVersion(1, counter), topics, [])
     ctrl.routes.register_broker(
         cluster="C",
@@ -35,6 +38,7 @@ def register_topics(ctrl: NamesrvController, topics: list[TopicConfig], counter:
         load_body=lambda: body,
         channel="conn",
         now_ms=0,
+        zone_name=zone,
     )
 
 
@@ -58,6 +62,8 @@ def both_paths(ctrl: NamesrvController, command: RemotingCommand) -> tuple[bytes
         (121, {"topic": "T/ö"}),
         (63, {"topic": "T/ö", "acceptStandardJsonOnly": "true"}),
         (317, {"topic": "T/ö", "AccessKey": "ak", "Signature": "sig"}),
+        (453, {"topic": "T/ö", "__ZONE_MODE": "false", "__ZONE_NAME": "zoneA"}),  # no filter
+        (453, {"topic": "T/ö", "__ZONE_MODE": "true", "__ZONE_NAME": ""}),  # blank: no filter
     ],
 )
 def test_fast_answer_is_byte_identical_to_the_normal_answer(
@@ -85,10 +91,22 @@ def test_fast_answer_follows_route_changes(controller: NamesrvController) -> Non
         RemotingCommand(code=105, opaque=-5, ext_fields={"topic": "T/ö"}),  # negative opaque
         RemotingCommand(code=106, opaque=1),  # another request
         RemotingCommand(code=105, opaque=1),  # no topic
-        RemotingCommand(code=105, opaque=1, ext_fields={"topic": "T/ö", "__ZONE_MODE": "true"}),
+        RemotingCommand(
+            code=105,
+            opaque=1,
+            ext_fields={"topic": "T/ö", "__ZONE_MODE": "True", "__ZONE_NAME": "zoneA"},
+        ),
         RemotingCommand(code=105, opaque=2**31, ext_fields={"topic": "T/ö"}),  # no Java int
     ],
-    ids=["oneway", "miss", "negative-opaque", "other-code", "no-topic", "zone-mode", "huge"],
+    ids=[
+        "oneway",
+        "miss",
+        "negative-opaque",
+        "other-code",
+        "no-topic",
+        "zone-mode",
+        "huge",
+    ],
 )
 def test_odd_requests_take_the_normal_path(
     controller: NamesrvController, command: RemotingCommand
@@ -110,3 +128,28 @@ def test_shapes_are_bounded(controller: NamesrvController) -> None:
         command = RemotingCommand(code=105, opaque=1, ext_fields={"topic": f"random-{i}"})
         fast_path.answer_one(header_of(command))
     assert fast_path.shapes == fast_path.MAX_SHAPES
+
+
+def test_fast_answer_follows_the_acting_master_view(controller: NamesrvController) -> None:
+    """supportActingMaster changes answers without a route change: the fast path must not
+    keep serving what it cached before (5.x, golden-5x acting-master)."""
+    routes = controller.routes
+    body = RegisterBrokerBody(DataVersion(1, 1), [TopicConfig("A", 2, 2, 6)], [])
+    for broker_id, addr in ((0, "127.0.0.1:34911"), (1, "127.0.0.1:34921")):
+        routes.register_broker(
+            cluster="C", broker_addr=addr, broker_name="acting", broker_id=broker_id,
+            ha_server_addr=None, body_digest=None, load_body=lambda: body, channel=addr,
+            now_ms=0, enable_acting_master=True,
+        )  # fmt: skip
+    command = RemotingCommand(code=105, version=453, opaque=3, ext_fields={"topic": "A"})
+    both_paths(controller, command)  # learned and cached with the master
+    routes.unregister_broker("C", "127.0.0.1:34911", "acting", 0)
+    seen = []
+    for support in (False, True, False):
+        routes.set_support_acting_master(support)
+        fast, normal = both_paths(controller, command)
+        assert fast == normal
+        seen.append(fast)
+    assert b'{"1":"127.0.0.1:34921"}' in seen[0] and b'"perm":4' in seen[0]
+    assert b'{"0":"127.0.0.1:34921"}' in seen[1]
+    assert seen[2] == seen[0]

@@ -27,7 +27,9 @@ UNROUTED = ["Missing", "X" * 130]
 
 def controller() -> NamesrvController:
     ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
-    register_topics(ctrl, [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)])
+    register_topics(
+        ctrl, [TopicConfig(topic, n + 1, n + 1, 6) for n, topic in enumerate(ROUTED)], zone="zoneA"
+    )
     return ctrl
 
 
@@ -74,17 +76,16 @@ def serve(chunks: list[bytes], fast: bool) -> Wire:
     return wire
 
 
-def java_query(topic: str, opaque: int, version: int = 401, **ext: str) -> bytes:
+def java_query(topic: str, opaque: int, version: int = 401) -> bytes:
     return encode(
-        RemotingCommand(
-            code=105, version=version, opaque=opaque, ext_fields={"topic": topic, **ext}
-        )
+        RemotingCommand(code=105, version=version, opaque=opaque, ext_fields={"topic": topic})
     )
 
 
-def zone_query(topic: str, opaque: int) -> bytes:
-    """A 5.x zone-mode query: its answer depends on the zone, not only on the topic."""
-    return java_query(topic, opaque, 401, __ZONE_MODE="true", __ZONE_NAME="zoneA")
+def zone_query(topic: str, opaque: int, mode: str, zone: str) -> bytes:
+    """A 5.x client's query with its zone: filtered when mode is true and zone not blank."""
+    ext = {"topic": topic, "__ZONE_MODE": mode, "__ZONE_NAME": zone}
+    return encode(RemotingCommand(code=105, version=453, opaque=opaque, ext_fields=ext))
 
 
 def raw_query(topic: str, digits: str) -> bytes:
@@ -104,10 +105,15 @@ def misframed(frame: bytes, delta: int) -> bytes:
 
 topics = st.sampled_from(ROUTED + UNROUTED)
 opaques = st.integers(0, 2**31 - 1)
-routed_queries = st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques)
+zone_modes = st.sampled_from(["true", "TRUE", "false", ""])
+zones = st.sampled_from(["zoneA", "ZONEA", "zoneB", " "])
+routed_queries = st.one_of(
+    st.builds(java_query, st.sampled_from(ROUTED[:3]), opaques),
+    st.builds(zone_query, st.sampled_from(ROUTED[:3]), opaques, zone_modes, zones),
+)
 frames = st.one_of(
+    st.builds(zone_query, topics, opaques, zone_modes, zones),
     st.builds(java_query, topics, opaques),  # unrouted topics too
-    st.builds(zone_query, topics, opaques),
     st.builds(java_query, topics, opaques, st.sampled_from([317, 402])),  # other layouts
     st.builds(raw_query, topics, st.sampled_from(["007", "-1", "12345678901", " 5", "2147483648"])),
     st.builds(lambda o: encode(RemotingCommand(code=106, opaque=o)), opaques),

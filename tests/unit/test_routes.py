@@ -86,7 +86,12 @@ def test_master_registration_creates_routes_for_its_topics(routes: RouteInfoMana
     assert result.master_addr is None and result.ha_server_addr is None
     assert route(routes, "T") == {
         "brokerDatas": [
-            {"brokerAddrs": {"0": master.addr}, "brokerName": "broker-a", "cluster": CLUSTER}
+            {
+                "brokerAddrs": {"0": master.addr},
+                "brokerName": "broker-a",
+                "cluster": CLUSTER,
+                "enableActingMaster": False,
+            }
         ],
         "filterServerTable": {},
         "queueDatas": [

@@ -16,7 +16,12 @@ import time
 from dataclasses import dataclass, field
 
 from pynamesrv.namesrv import requests
-from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.namesrv.model import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicQueueMappingInfo,
+)
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import Credentials, sign
 from pynamesrv.remoting.client import RemotingClient, RemotingError
@@ -53,6 +58,12 @@ class BrokerClient:
     compressed: bool = False
     timeout_s: float = 6.0
     heartbeat_timeout_ms: int | None = None
+    # 5.x broker headers: enableActingMaster (None: not sent, as a 4.x broker) and the zone
+    # (-Drocketmq.zone: __ZONE_NAME on every request)
+    enable_acting_master: bool | None = None
+    zone_name: str | None = None
+    # static-topic mappings this broker hosts, by topic (5.x updateStaticTopic)
+    mappings: dict[str, TopicQueueMappingInfo] = field(default_factory=dict)
     version: int = Version.V4_9_4
     ssl_context: ssl.SSLContext | None = None  # TLS to the name servers (Java: tls.enable)
     data_version: DataVersion = field(
@@ -125,9 +136,13 @@ class BrokerClient:
             broker_addr=self.broker_addr,
             broker_id=self.broker_id,
             ha_server_addr=self.ha_server_addr,
-            body=RegisterBrokerBody(self.data_version, list(self.topics.values()), []),
+            body=RegisterBrokerBody(
+                self.data_version, list(self.topics.values()), [], dict(self.mappings)
+            ),
             compressed=self.compressed,
             heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            enable_acting_master=self.enable_acting_master,
+            zone_name=self.zone_name,
             version=self.version,
         )
         return self._signed(request)

@@ -44,7 +44,9 @@ async def _run(server: NameServer) -> None:
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     await stop.wait()
-    logging.getLogger("pynamesrv").info("shutdown requested, stopping")
+    logging.getLogger("pynamesrv").info("shutdown requested")
+    stop.clear()
+    await server.controller.drain(stop)  # enableShutdownGracefully: serve a while longer
     await server.stop()
 
 

@@ -34,12 +34,15 @@ from pynamesrv.namesrv.settings import (
     setting,
     suggest,
 )
+from pynamesrv.remoting.codes import Version
 
 _HOME = Path.home()
 
-# The 20 keys a 4.9.4 name server reports in GET_NAMESRV_CONFIG. Other keys are reported when
-# they were in the -c file or differ from their default, so an untouched server answers like
-# 4.9.4 (golden admin.jsonl) while a tuned one still shows its tuning.
+# The keys a Java name server reports in GET_NAMESRV_CONFIG: 20 for 4.9.4, 39 for 5.2.0. The
+# set of the version pynamesrv answers as (rocketmq.remoting.version) is always reported;
+# other keys when they were in the -c file or differ from their default, so an untouched
+# server answers like that Java version (golden admin.jsonl, golden-5x register-admin.jsonl)
+# while a tuned one still shows its tuning.
 JAVA_494_KEYS: Final = frozenset(
     {
         "rocketmqHome", "kvConfigPath", "configStorePath", "productEnvName", "clusterTest",
@@ -48,6 +51,17 @@ JAVA_494_KEYS: Final = frozenset(
         "serverChannelMaxIdleTimeSeconds", "serverSocketSndBufSize", "serverSocketRcvBufSize",
         "writeBufferHighWaterMark", "writeBufferLowWaterMark", "serverSocketBacklog",
         "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector",
+    }
+)  # fmt: skip
+JAVA_520_KEYS: Final = JAVA_494_KEYS | frozenset(
+    {
+        "bindAddress", "clientRequestThreadPoolNums", "clientRequestThreadPoolQueueCapacity",
+        "configBlackList", "defaultThreadPoolNums", "defaultThreadPoolQueueCapacity",
+        "deleteTopicWithBrokerRegistration", "enableAllTopicList", "enableControllerInNamesrv",
+        "enableShutdownGracefully", "enableTopicList", "needWaitForService",
+        "notifyMinBrokerIdChanged", "returnOrderTopicConfigToBroker",
+        "scanNotActiveBrokerInterval", "shutdownWaitTimeSeconds", "supportActingMaster",
+        "unRegisterBrokerQueueCapacity", "waitSecondsForService",
     }
 )  # fmt: skip
 
@@ -81,7 +95,7 @@ class NamesrvConfig:
     client_request_thread_pool_queue_capacity: int = 50_000
     default_thread_pool_nums: int = 16
     default_thread_pool_queue_capacity: int = 10_000
-    scan_not_active_broker_interval: int = 10_000  # ms; 4.9.4's fixed 10 s (5.x: 5 s)
+    scan_not_active_broker_interval: int = 5000  # ms (4.9.4: a fixed 10 s)
     un_register_broker_queue_capacity: int = 3000
     support_acting_master: bool = False
     enable_all_topic_list: bool = True
@@ -114,6 +128,8 @@ class NamesrvConfig:
     shutdown_wait_time_seconds: int = 30
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     frame_max_length: int = 16 * 1024 * 1024
+    # rocketmq.remoting.version (a JVM property in Java): the version answers carry
+    rocketmq_remoting_version: int = 453  # Version.V5_2_0
     # TLS (spec/config-and-storage.md §3, §8)
     tls_server_mode: str = "permissive"
     tls_config_file: str = ""
@@ -317,14 +333,20 @@ class ConfigRegistry:
 
     # ------------------------------------------------------------------ reports
 
+    def java_keys(self) -> frozenset[str]:
+        """The keys the Java version this server answers as reports in GET_NAMESRV_CONFIG."""
+        java5 = self.config.rocketmq_remoting_version >= Version.V5_0_0
+        return JAVA_520_KEYS if java5 else JAVA_494_KEYS
+
     def properties(self) -> dict[str, str]:
         """What GET_NAMESRV_CONFIG reports: never a secret."""
         defaults = NamesrvConfig()
+        java_keys = self.java_keys()
         out: dict[str, str] = {}
         for entry in SETTINGS:
             key = entry.key
             if (
-                key in JAVA_494_KEYS
+                key in java_keys
                 or key in self.file_properties
                 or self.config.get(key) != defaults.get(key)
             ):

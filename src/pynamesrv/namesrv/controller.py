@@ -9,6 +9,7 @@ loop but keep their order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -27,10 +28,12 @@ from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
+from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
+from pynamesrv.remoting.codes import Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
@@ -82,9 +85,15 @@ class NamesrvController:
         host: str | None = None,
         registry: ConfigRegistry | None = None,
         tls: TlsSettings | None = None,
+        clock_ms: Callable[[], int] = now_ms,
+        auto_expiry: bool = True,
+        notify_send: Send = send_request,
     ) -> None:
         """``tls`` defaults to the ``tls.*`` keys of the config (``ValueError`` when they are
-        wrong or their files do not load)."""
+        wrong or their files do not load). ``clock_ms`` is the clock of route state (broker
+        liveness, the start-up wait); with ``auto_expiry`` False nothing expires brokers but
+        calls of ``scan_expired``, so a replay with a scripted clock decides when. ``notify_send``
+        delivers NOTIFY_MIN_BROKER_ID_CHANGE (a test stands in for the broker with it)."""
         self.registry = registry or ConfigRegistry(config or NamesrvConfig())
         self.config = self.registry.config
         self.tls_settings = tls or TlsSettings.from_properties(self.config.tls_properties())
@@ -99,7 +108,12 @@ class NamesrvController:
                 )
             )
         self.host = host if host is not None else self.config.bind_address
-        self.routes = RouteInfoManager()
+        self.clock_ms = clock_ms
+        self.auto_expiry = auto_expiry
+        self.routes = RouteInfoManager(
+            java5=self.config.rocketmq_remoting_version >= Version.V5_0_0,
+            support_acting_master=self.config.support_acting_master,
+        )
         self.kv = KvConfigManager()
         self.stats = NamesrvStats()
         # Raises AclFileError (one line) on a bad accounts file: better not to start than to
@@ -113,12 +127,15 @@ class NamesrvController:
             on_events=self.on_events,
             write_file=self._write_file,
             stats=self.stats,
-            clock_ms=now_ms,
+            clock_ms=clock_ms,
             max_inflated=4 * self.config.frame_max_length,
             access=self.access,
         )
         self.route_fast_path = RouteQueryFastPath(
-            self.routes, self.stats, self.processor.cached_answers_valid
+            self.routes,
+            self.stats,
+            self.processor.cached_answers_valid,
+            self.processor.route_template,
         )
         reads_checked = self.access is not None and self.access.read_required
         use_fast_path = self.config.route_query_fast_path and not reads_checked
@@ -136,10 +153,14 @@ class NamesrvController:
         self._window_start_ms = 0
         self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
+        self.notifier = MinBrokerIdNotifier(
+            self.config, self.config.rocketmq_remoting_version, send=notify_send
+        )
         self._listeners: list[Callable[[list[Event]], None]] = [
             self.stats.on_events,
             self._apply_live_settings,
             EventLog(),
+            self.notifier.on_events,
         ]
         self.view = NamesrvView(self)
 
@@ -171,9 +192,10 @@ class NamesrvController:
         log.info("%s", self.tls_settings.describe())
         self._log_access(host)
         self._timers = [
-            asyncio.create_task(self._expiry_loop()),
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
         ]
+        if self.auto_expiry:
+            self._timers.append(asyncio.create_task(self._expiry_loop()))
         if self.config.journal_enable:
             await self._start_journal()
 
@@ -261,6 +283,7 @@ class NamesrvController:
             timer.cancel()
         await asyncio.gather(*self._timers, return_exceptions=True)
         self._timers = []
+        await self.notifier.stop()
         if self.journal is not None:
             # Closing the connections below is our doing, not the brokers' failure: the
             # journal ends with the state as it was, and sessions end at server_stopped.
@@ -328,11 +351,13 @@ class NamesrvController:
             delay = min(interval_s, MAX_EXPIRY_DELAY_S)
             deadline = self.routes.next_expiry_ms()
             if deadline is not None:
-                delay = min(delay, max(deadline - now_ms() + 1, 0) / 1000)
+                delay = min(delay, max(deadline - self.clock_ms() + 1, 0) / 1000)
             await asyncio.sleep(delay)
 
-    def scan_expired(self) -> None:
-        events, channels = self.routes.expire(now_ms())
+    def scan_expired(self, at_ms: int | None = None) -> None:
+        """Expire the brokers past their deadline at ``at_ms`` (default: now) and close the
+        connections left without a broker, as Java's scanNotActiveBroker does."""
+        events, channels = self.routes.expire(self.clock_ms() if at_ms is None else at_ms)
         self.on_events(events)
         for channel in channels:
             if isinstance(channel, Connection):
@@ -355,8 +380,23 @@ class NamesrvController:
     def _apply_live_settings(self, events: list[Event]) -> None:
         """Hand live config changes to the parts that copied the value at start."""
         for event in events:
-            if isinstance(event, ConfigChanged) and event.key == "serverChannelMaxIdleTimeSeconds":
+            if not isinstance(event, ConfigChanged):
+                continue
+            if event.key == "serverChannelMaxIdleTimeSeconds":
                 self.server.limits.idle_seconds = self.config.server_channel_max_idle_time_seconds
+            elif event.key == "supportActingMaster":
+                self.routes.set_support_acting_master(self.config.support_acting_master)
+
+    async def drain(self, interrupted: asyncio.Event) -> None:
+        """enableShutdownGracefully: keep serving for shutdownWaitTimeSeconds before the
+        caller stops the server (Java waits that long in NettyRemotingServer.shutdown), or
+        until ``interrupted`` is set (a second signal). Returns at once when it is off."""
+        wait_s = self.config.shutdown_wait_time_seconds
+        if not self.config.enable_shutdown_gracefully or wait_s <= 0:
+            return
+        log.info("graceful shutdown: still serving for %d s (signal again to stop now)", wait_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(interrupted.wait(), wait_s)
 
     def on_events(self, events: list[Event]) -> None:
         """Tell the listeners (stats, the log, the journal, tests) what changed."""

@@ -14,7 +14,13 @@ from datetime import UTC, datetime
 
 import orjson
 
-from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
+from pynamesrv.namesrv.events import (
+    BrokerRegistered,
+    BrokerRemoved,
+    Event,
+    PermChanged,
+    TopicRemoved,
+)
 
 log = logging.getLogger("pynamesrv")
 
@@ -54,6 +60,13 @@ class EventLog:
             elif isinstance(event, TopicRemoved):
                 if event.reason != "no_broker":  # those were counted in the removal's line
                     log.info("topic %s removed (%s)", event.topic, event.reason)
+            elif isinstance(event, PermChanged) and event.reason == "master_gone":
+                log.info(
+                    "broker group %s has no master: write permission of its %d topics removed "
+                    "(enableActingMaster)",
+                    event.broker_name,
+                    event.topic_count,
+                )
             elif log.isEnabledFor(logging.DEBUG):
                 log.debug("%s %s", event.TYPE, orjson.dumps(event.to_record()).decode())
 

@@ -46,6 +46,9 @@ class BrokerRegistered(Event):
     topic_count: int = 0
     # Queue data of the added and changed topics, so a reader can rebuild routes (routes-at).
     topic_configs: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Static-topic mappings this registration set: {topic: TopicQueueMappingInfo as JSON}
+    # (5.x updateStaticTopic); each names its group in ``bname``.
+    topic_mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -101,6 +104,24 @@ class PermChanged(Event):
     topic_count: int
     caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
+    # None: an admin command; "master_gone": the master of an acting-master group left
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class MinBrokerIdChanged(Event):
+    """The lowest broker id of a group changed the way Java notifies the group's brokers
+    about (NOTIFY_MIN_BROKER_ID_CHANGE): a lower id registered, or the lowest one of an
+    acting-master group left. ``notify`` are the addresses Java would send it to."""
+
+    TYPE: ClassVar[str] = "min_broker_id_changed"
+    cluster: str
+    broker_name: str
+    min_broker_id: int
+    min_broker_addr: str
+    offline_broker_addr: str | None
+    ha_broker_addr: str | None
+    notify: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

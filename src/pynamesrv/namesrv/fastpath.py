@@ -11,7 +11,7 @@ of such a *shape* is decoded once to learn its topic and dialect (or that it doe
 qualify); later ones cost two ``find``s, a slice, a dict look-up and a join, with the
 request's own digits copied into a prebuilt answer. Only plain requests qualify: code 105,
 flag 0, a string topic, one ``"opaque"`` member holding 1-10 digits without a leading zero
-that fit Java's int, no body, JSON serialization, and no zone-mode fields. Everything else,
+that fit Java's int, no body, JSON serialization, and no zone mode. Everything else,
 misses, order configs and the 5.x start-up wait take the normal path, where behaviour is
 defined, and a test feeds both paths the same random streams and requires identical bytes.
 
@@ -34,29 +34,30 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Final
 
-from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager
+from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats
 from pynamesrv.remoting.codec import FrameError, decode_command, encode_frame, frame_head
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, Version
 from pynamesrv.remoting.command import SerializeType
 
 INT32_MAX_DIGITS: Final = b"2147483647"  # a larger opaque is no Java int: the decoder refuses it
-ZONE_FIELDS: Final = ("__ZONE_MODE", "__ZONE_NAME")  # 5.x zone routing: answers depend on them
 _LENGTHS: Final = struct.Struct(">iI")  # a frame's length word and header-length word
 # Longest header remembered as a shape: route queries are a few hundred bytes (ACL signatures
 # included); 65,536 shapes of megabyte headers would be an attack on memory.
 MAX_SHAPE_HEADER: Final = 4096
 
 
-class RouteAnswer:
-    """The JSON header of a successful route answer differs only in ``opaque``."""
+class RouteAnswerTemplate:
+    """The JSON header of a successful route answer differs only in ``opaque`` (and in the
+    server's configured version, fixed for a run)."""
 
     prefix: Final = b'{"code":0,"flag":1,"language":"JAVA","opaque":'
-    suffix: Final = f',"serializeTypeCurrentRPC":"JSON","version":{SERVER_VERSION}}}'.encode()
 
-    @classmethod
-    def frame(cls, opaque: int, body: bytes) -> bytes:
-        header = b"%b%d%b" % (cls.prefix, opaque, cls.suffix)
+    def __init__(self, version: int = SERVER_VERSION) -> None:
+        self.suffix = f',"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode()
+
+    def frame(self, opaque: int, body: bytes) -> bytes:
+        header = b"%b%d%b" % (self.prefix, opaque, self.suffix)
         return encode_frame(SerializeType.JSON, header, body)
 
 
@@ -85,12 +86,15 @@ class RouteQueryFastPath:
         routes: RouteInfoManager,
         stats: NamesrvStats,
         cache_allowed: Callable[[], bool],
+        template: RouteAnswerTemplate,
     ) -> None:
         """``cache_allowed`` says whether a cached answer is the answer now (no order
-        configs, no start-up wait): checked once per read."""
+        configs, no start-up wait): checked once per read. ``template`` is the processor's,
+        so both paths write the same header."""
         self.routes = routes
         self.stats = stats
         self.cache_allowed = cache_allowed
+        self.template = template
         self._shapes: dict[bytes, _Shape] = {}
         self._latency = stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 
@@ -177,17 +181,17 @@ class RouteQueryFastPath:
             if body is None:
                 return False
             shape.cached = routes.cached_route(key)
-            shape.tail = RouteAnswer.suffix + body
+            shape.tail = self.template.suffix + body
             shape.heads = {}
         shape.generation = generation
         return True
 
-    @staticmethod
-    def _head(shape: _Shape, size: int) -> bytes:
+    def _head(self, shape: _Shape, size: int) -> bytes:
         """Length words and answer header up to the opaque, for opaques of ``size`` digits."""
-        header_length = len(RouteAnswer.prefix) + size + len(RouteAnswer.suffix)
-        body_length = len(shape.tail) - len(RouteAnswer.suffix)
-        head = frame_head(SerializeType.JSON, header_length, body_length) + RouteAnswer.prefix
+        template = self.template
+        header_length = len(template.prefix) + size + len(template.suffix)
+        body_length = len(shape.tail) - len(template.suffix)
+        head = frame_head(SerializeType.JSON, header_length, body_length) + template.prefix
         shape.heads[size] = head
         return head
 
@@ -215,7 +219,7 @@ def _decode_shape(header: bytes) -> _Shape:
         request.code != RequestCode.GET_ROUTEINFO_BY_TOPIC
         or request.flag != 0
         or topic is None
-        or any(request.field(name) is not None for name in ZONE_FIELDS)
+        or zone_of(request.ext_fields) is not None  # a zone's filtered answer is not the plain one
     ):
         return _DECLINED
     accept = request.field("acceptStandardJsonOnly")

@@ -54,6 +54,14 @@ class DataVersion:
         out["timestamp"] = self.timestamp
         return out
 
+    def to_wire(self, java5: bool) -> dict[str, int]:
+        """As a Java name server of that generation echoes it (QUERY_DATA_VERSION): 5.x
+        always writes ``stateVersion``."""
+        if not java5:
+            return self.to_json()
+        return {"counter": self.counter, "stateVersion": self.state_version,
+                "timestamp": self.timestamp}  # fmt: skip
+
 
 _JAVA_INT: Final = (-(2**31), 2**31 - 1)  # queue numbers, perm, sys flag
 _JAVA_LONG: Final = (-(2**63), 2**63 - 1)  # data version fields
@@ -153,14 +161,86 @@ class BrokerData:
     enable_acting_master: bool = False
     zone_name: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, java5: bool = False) -> dict[str, Any]:
+        """Java's BrokerData; 5.x adds ``enableActingMaster`` (and ``zoneName`` when the
+        broker sent one)."""
         out: dict[str, Any] = {
             "brokerAddrs": dict(sorted(self.broker_addrs.items())),
             "brokerName": self.broker_name,
             "cluster": self.cluster,
         }
+        if java5:
+            out["enableActingMaster"] = self.enable_acting_master
         if self.zone_name is not None:
             out["zoneName"] = self.zone_name
+        return out
+
+
+METADATA_SCOPE_GLOBAL: Final = "__global__"  # MixAll.METADATA_SCOPE_GLOBAL
+
+
+@dataclass(slots=True, frozen=True)
+class TopicQueueMappingInfo:
+    """A static topic's logical queues on one broker group (5.x ``updateStaticTopic``).
+
+    The name server only stores what the hosting broker registers and hands it back in
+    route answers (``topicQueueMappingByBroker``); clients map logical queue ids to the
+    physical ones with it. Fields as fastjson writes Java's TopicQueueMappingInfo.
+    """
+
+    topic: str | None
+    bname: str | None  # the hosting group; None: unattributable, not stored by the registry
+    scope: str | None = METADATA_SCOPE_GLOBAL
+    total_queues: int = 0
+    epoch: int = 0
+    dirty: bool = False
+    curr_id_map: tuple[tuple[int, int], ...] = ()  # logical id -> physical id, sorted
+
+    @classmethod
+    def from_json(cls, obj: Any) -> TopicQueueMappingInfo:
+        if not isinstance(obj, dict):
+            raise BodyError("topic queue mapping is not an object")
+        bname, topic = obj.get("bname"), obj.get("topic")
+        scope = obj.get("scope", METADATA_SCOPE_GLOBAL)
+        if not all(isinstance(v, str | None) for v in (bname, topic, scope)):
+            raise BodyError("topic queue mapping: bname, topic and scope must be strings")
+        ids = obj.get("currIdMap") or {}
+        if not isinstance(ids, dict):
+            raise BodyError("topic queue mapping: currIdMap is not an object")
+        dirty = obj.get("dirty", False)
+        if not isinstance(dirty, bool):
+            raise BodyError("topic queue mapping: dirty is not a boolean")
+        return cls(
+            topic=topic,
+            bname=bname,
+            scope=scope,
+            total_queues=_as_int(obj.get("totalQueues")),
+            epoch=_as_int(obj.get("epoch")),
+            dirty=dirty,
+            curr_id_map=tuple(sorted((_as_int(k), _as_int(v)) for k, v in ids.items())),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """fastjson's form: members alphabetically, integer ids as map keys."""
+        out: dict[str, Any] = {}
+        if self.bname is not None:
+            out["bname"] = self.bname
+        out.update({
+            "currIdMap": dict(self.curr_id_map),
+            "dirty": self.dirty,
+            "epoch": self.epoch,
+        })  # fmt: skip
+        if self.scope is not None:
+            out["scope"] = self.scope
+        if self.topic is not None:
+            out["topic"] = self.topic
+        out["totalQueues"] = self.total_queues
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        """``to_json`` with string map keys, as the journal (plain JSON) holds it."""
+        out = self.to_json()
+        out["currIdMap"] = {str(k): v for k, v in self.curr_id_map}
         return out
 
 
@@ -180,11 +260,13 @@ class BrokerLiveInfo:
 
 @dataclass(slots=True)
 class RegisterBrokerBody:
-    """The decoded REGISTER_BROKER body: topic table, data version, filter servers."""
+    """The decoded REGISTER_BROKER body: topic table, data version, filter servers, and the
+    static-topic mappings of 5.x brokers (by topic)."""
 
     data_version: DataVersion
     topic_configs: list[TopicConfig]
     filter_server_list: list[str] | None
+    mappings: dict[str, TopicQueueMappingInfo] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> RegisterBrokerBody:
@@ -223,16 +305,16 @@ class RegisterBrokerBody:
         try:
             if version < Version.V3_0_11:
                 wrapper = fastjson.loads(body)
-                data_version, topics = _decode_wrapper(wrapper)
-                return cls(data_version, topics, None)
+                data_version, topics, mappings = _decode_wrapper(wrapper)
+                return cls(data_version, topics, None, mappings)
             if compressed:
                 return (yield from _decode_compressed(body, version, max_inflated))
             obj = fastjson.loads(body)
             if not isinstance(obj, dict):
                 raise BodyError("body is not an object")
-            data_version, topics = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
+            data_version, topics, mappings = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
             servers = obj.get("filterServerList")
-            return cls(data_version, topics, [str(s) for s in servers or []])
+            return cls(data_version, topics, [str(s) for s in servers or []], mappings)
         except BodyError:
             raise
         except (ValueError, TypeError, zlib.error, struct.error, RecursionError) as exc:
@@ -243,15 +325,18 @@ class RegisterBrokerBody:
     def encode(self, *, compressed: bool) -> bytes:
         """Encode like a Java broker: JSON, or the compact zlib form of compressedRegister."""
         if not compressed:
-            return fastjson.dumps(
-                {
-                    "filterServerList": self.filter_server_list or [],
-                    "topicConfigSerializeWrapper": {
-                        "dataVersion": self.data_version.to_json(),
-                        "topicConfigTable": {t.topic_name: t.to_json() for t in self.topic_configs},
-                    },
+            wrapper: dict[str, Any] = {
+                "dataVersion": self.data_version.to_json(),
+                "topicConfigTable": {t.topic_name: t.to_json() for t in self.topic_configs},
+            }
+            if self.mappings:
+                wrapper["topicQueueMappingInfoMap"] = {
+                    topic: info.to_json() for topic, info in self.mappings.items()
                 }
-            )
+            return fastjson.dumps(
+                {"filterServerList": self.filter_server_list or [],
+                 "topicConfigSerializeWrapper": wrapper}
+            )  # fmt: skip
         parts = [_len_prefixed(orjson.dumps(self.data_version.to_json()))]
         parts.append(_INT32.pack(len(self.topic_configs)))
         for t in self.topic_configs:
@@ -261,6 +346,9 @@ class RegisterBrokerBody:
             )
             parts.append(_len_prefixed(line.encode()))
         parts.append(_len_prefixed(orjson.dumps(self.filter_server_list or [])))
+        if self.mappings:  # 5.x brokers always write the count; 4.x brokers never do
+            parts.append(_INT32.pack(len(self.mappings)))
+            parts += [_len_prefixed(fastjson.dumps(m.to_json())) for m in self.mappings.values()]
         return zlib.compress(b"".join(parts), 9)
 
 
@@ -268,9 +356,11 @@ def _len_prefixed(data: bytes) -> bytes:
     return _INT32.pack(len(data)) + data
 
 
-def _decode_wrapper(wrapper: Any) -> tuple[DataVersion, list[TopicConfig]]:
+def _decode_wrapper(
+    wrapper: Any,
+) -> tuple[DataVersion, list[TopicConfig], dict[str, TopicQueueMappingInfo]]:
     if wrapper is None:
-        return DataVersion(), []
+        return DataVersion(), [], {}
     if not isinstance(wrapper, dict):
         raise BodyError("topicConfigSerializeWrapper is not an object")
     raw_version = wrapper.get("dataVersion")
@@ -278,7 +368,13 @@ def _decode_wrapper(wrapper: Any) -> tuple[DataVersion, list[TopicConfig]]:
     table = wrapper.get("topicConfigTable") or {}
     if not isinstance(table, dict):
         raise BodyError("topicConfigTable is not an object")
-    return data_version, [TopicConfig.from_json(v) for v in table.values()]
+    raw_mappings = wrapper.get("topicQueueMappingInfoMap") or {}
+    if not isinstance(raw_mappings, dict):
+        raise BodyError("topicQueueMappingInfoMap is not an object")
+    mappings = {
+        str(topic): TopicQueueMappingInfo.from_json(info) for topic, info in raw_mappings.items()
+    }
+    return data_version, [TopicConfig.from_json(v) for v in table.values()], mappings
 
 
 # Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
@@ -390,12 +486,17 @@ def _decode_compressed(
     servers = orjson.loads(reader.chunk())
     if not isinstance(servers, list):
         raise BodyError("filter server list is not an array")
-    # 5.x brokers (>= V5_0_0) append static-topic mappings; they do not affect plain routes.
+    # 5.x brokers (>= V5_0_0) append the static-topic mappings, keyed by their own topic.
+    mappings: dict[str, TopicQueueMappingInfo] = {}
     if version >= Version.V5_0_0 and not reader.at_end:
-        for _ in range(max(reader.int32(), 0)):
-            reader.chunk()
+        count = reader.int32()
+        if count < 0 or count > max_topics:
+            raise BodyError(f"mapping count {count} outside [0, {max_topics}]")
+        for _ in range(count):
+            info = TopicQueueMappingInfo.from_json(fastjson.loads(reader.chunk()))
+            mappings[info.topic or ""] = info
     reader.check_complete()
-    return RegisterBrokerBody(data_version, topics, [str(s) for s in servers])
+    return RegisterBrokerBody(data_version, topics, [str(s) for s in servers], mappings)
 
 
 def _decode_topic_line(line: str) -> TopicConfig:

@@ -30,7 +30,7 @@ from pynamesrv.namesrv.config import (
     format_properties,
 )
 from pynamesrv.namesrv.events import Event
-from pynamesrv.namesrv.fastpath import RouteAnswer
+from pynamesrv.namesrv.fastpath import RouteAnswerTemplate
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvChange, KvConfigManager, KvRejected
 from pynamesrv.namesrv.model import (
     BodyError,
@@ -39,7 +39,7 @@ from pynamesrv.namesrv.model import (
     RegisterBrokerBody,
     run_steps,
 )
-from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
@@ -49,11 +49,16 @@ log = logging.getLogger(__name__)
 
 Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
 
-FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"
+FAQ_URL: Final = "http://rocketmq.apache.org/docs/faq/"  # 4.9.4
+FAQ_URL_5: Final = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # 5.x
+# GET_BROKER_MEMBER_GROUP's remark in 5.2.0: its handler never sets one, and the response
+# keeps the one createResponseCommand starts with (a 5.x quirk clients ignore).
+MEMBER_GROUP_REMARK: Final = "not set any response code"
 # Compressed registrations at least this large are inflated and decoded a step at a time with
 # the event loop answering other peers in between (a body can inflate a thousandfold).
 STEPWISE_BODY_MIN: Final = 64 * 1024
 _JAVA_LONG: Final = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+# What StringUtils.isBlank skips (Character.isWhitespace), ASCII and the Unicode spaces.
 _LONG_MIN: Final = -(2**63)
 _LONG_MAX: Final = 2**63 - 1
 # How each refused UPDATE_NAMESRV_CONFIG is answered (Java answers the black list with
@@ -147,6 +152,10 @@ class DefaultRequestProcessor:
         # from the state the previous one left, written, then applied.
         self._write_lock = asyncio.Lock()
         self.access = access  # None: no accounts file, admin writes open (Java's default)
+        # The Java version answers are stamped with and shaped like (rocketmq.remoting.version)
+        self.version = registry.config.rocketmq_remoting_version
+        self.java5 = self.version >= Version.V5_0_0
+        self.route_template = RouteAnswerTemplate(self.version)
         self.auditor = audit.Auditor()
         self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
@@ -204,9 +213,19 @@ class DefaultRequestProcessor:
                 answer = RemotingCommand.response_to(
                     request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
                 )
+        if isinstance(answer, RemotingCommand):
+            answer.version = self.version
+        elif answer is not None and not isinstance(answer, bytes):
+            answer = self._stamped(answer)
         if request.is_oneway:
             return None if not hasattr(answer, "__await__") else answer
         return answer
+
+    async def _stamped(self, answer: Awaitable[RemotingCommand]) -> RemotingCommand:
+        command = await answer
+        if command is not None:
+            command.version = self.version
+        return command
 
     @staticmethod
     def _error(request: RemotingCommand, exc: RequestError) -> RemotingCommand:
@@ -293,14 +312,16 @@ class DefaultRequestProcessor:
             "body_digest": hash(
                 (actual_crc, len(body), compressed, request.version >= Version.V5_0_0)
             ),
+            # Java's Boolean: absent for 4.x brokers, which are never a group's prime slave
+            "enable_acting_master": (
+                None if enable_acting is None else enable_acting.lower() == "true"
+            ),
+            "delete_missing_topics": self.registry.config.delete_topic_with_broker_registration,
         }
         details = {
             "ha_server_addr": request.field("haServerAddr"),
             "channel": channel,
             "heartbeat_timeout_ms": _long(request, "heartbeatTimeoutMillis"),
-            "enable_acting_master": (
-                None if enable_acting is None else enable_acting.lower() == "true"
-            ),
             "zone_name": request.field("__ZONE_NAME"),
         }
         decode = partial(
@@ -387,7 +408,7 @@ class DefaultRequestProcessor:
             self.clock_ms(),
         )
         self._emit(events)
-        body = fastjson.dumps(stored.to_json()) if stored is not None else b""
+        body = fastjson.dumps(stored.to_wire(self.java5)) if stored is not None else b""
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,
@@ -409,7 +430,9 @@ class DefaultRequestProcessor:
         group = self.routes.broker_member_group(
             request.field("clusterName"), request.field("brokerName")
         )
-        return self._ok(request, fastjson.dumps(group))
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, MEMBER_GROUP_REMARK, body=fastjson.dumps(group)
+        )
 
     # ------------------------------------------------------------------ routes
 
@@ -429,11 +452,14 @@ class DefaultRequestProcessor:
             self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
         )
 
-    def route_answer_body(self, topic: str | None, standard: bool) -> bytes | None:
-        """The body of a route answer, order config included when enabled (None: no route)."""
+    def route_answer_body(
+        self, topic: str | None, standard: bool, zone: str | None = None
+    ) -> bytes | None:
+        """The body of a route answer, order config included when enabled, filtered to
+        ``zone`` for a zone-mode query (None: no route)."""
         config = self.registry.config
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic) if config.order_message_enable else None
-        return self.routes.route_body(topic, standard, order_conf)
+        return self.routes.route_body(topic, standard, order_conf, zone)
 
     def _count_hit(self, topic: str) -> None:
         self.stats.route_query_hits += 1
@@ -445,18 +471,20 @@ class DefaultRequestProcessor:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
         topic = request.field("topic")
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        body = self.route_answer_body(topic, standard)
+        # Zone mode (5.x ZoneRouteRPCHook): only the zone's groups and the master-less ones.
+        # Answered in the dialect the client asked for (Java: always the legacy one).
+        body = self.route_answer_body(topic, standard, zone_of(request.ext_fields))
         if body is None:
             self.stats.count_miss(_java(topic))
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {_java(topic)}\n"
-                f"See {FAQ_URL} for further details.",
+                f"See {FAQ_URL_5 if self.java5 else FAQ_URL} for further details.",
             )
         self._count_hit(topic)  # type: ignore[arg-type]
         if request.serialize_type == SerializeType.JSON:
-            return RouteAnswer.frame(request.opaque, body)
+            return self.route_template.frame(request.opaque, body)
         return self._ok(request, body)
 
     def get_cluster_info(self, request: RemotingCommand, channel: object) -> Answer:

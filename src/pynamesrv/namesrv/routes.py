@@ -10,14 +10,16 @@ registration) except where that would change an answer a 4.9.4 peer relies on; s
 method docstrings.
 
 Route answers are cached as encoded bytes per (topic, dialect) and dropped whenever a change
-touches the topic, so a route query costs one dict look-up.
+touches the topic, so a route query costs one dict look-up. The 5.x views of a route are
+computed here too, and cached the same way: the acting master (supportActingMaster) inside
+the plain answer, a zone's filtered answer per (topic, dialect, zone).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -26,6 +28,7 @@ from pynamesrv.namesrv.events import (
     BrokerRegistered,
     BrokerRemoved,
     Event,
+    MinBrokerIdChanged,
     PermChanged,
     RemovalReason,
     TopicQueuesChanged,
@@ -37,6 +40,7 @@ from pynamesrv.namesrv.model import (
     DataVersion,
     QueueData,
     RegisterBrokerBody,
+    TopicQueueMappingInfo,
 )
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import MASTER_ID, Perm, TopicSysFlag
@@ -45,8 +49,29 @@ DEFAULT_BROKER_TIMEOUT_MS: Final = 120_000  # BROKER_CHANNEL_EXPIRED_TIME
 # Cached route answers kept (two per topic at most, one per JSON dialect); a few hundred bytes
 # each. Past it the least recently used are encoded again when asked for.
 ROUTE_CACHE_MAX: Final = 200_000
+# TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX: topics whose routes never show an acting
+# master (brokers read their group's real members from them).
+SYNC_BROKER_MEMBER_PREFIX: Final = "rmq_sys_SYNC_BROKER_MEMBER_"
 
 LiveKey = tuple[str, str]  # (cluster, broker address): 5.x BrokerAddrInfo
+
+
+# What Java's String.trim / isBlank treat as white space, for zone names.
+_JAVA_WHITESPACE: Final = (
+    " \t\n\x0b\f\r\x1c\x1d\x1e\x1f\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2008\u2009\u200a\u2028\u2029\u205f\u3000"
+)
+
+
+def zone_of(ext: Mapping[str, object] | None) -> str | None:
+    """The zone a route query is filtered to (ZoneRouteRPCHook): ``__ZONE_MODE`` true (any
+    case, as Boolean.parseBoolean) and a ``__ZONE_NAME`` that is not blank; else None."""
+    if not ext:
+        return None
+    mode, zone = ext.get("__ZONE_MODE"), ext.get("__ZONE_NAME")
+    if not isinstance(mode, str) or mode.lower() != "true" or not isinstance(zone, str):
+        return None
+    return zone if zone.strip(_JAVA_WHITESPACE) else None
 
 
 @dataclass(slots=True)
@@ -64,12 +89,25 @@ class CachedRoute:
     body: bytes
 
 
+@dataclass(slots=True)
+class _ZoneAnswers:
+    """A topic's zone-filtered answers. ``zones`` are the (lower-case) zones of its brokers:
+    every other zone gets the same answer (master-less groups only), cached once under "",
+    so a client inventing zone names cannot grow the cache."""
+
+    zones: frozenset[str]
+    answers: dict[tuple[bool, str], CachedRoute] = field(default_factory=dict)
+
+
 class RouteInfoManager:
     """The tables of spec/state.md §1 plus two indexes that keep every operation cheap:
     topics by broker name (unregister and cache invalidation without a full scan) and live
     entries by connection (connection close without a scan)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, java5: bool = True, support_acting_master: bool = False) -> None:
+        """``java5``: broker data in answers take 5.x's shape (``enableActingMaster``)."""
+        self.java5 = java5
+        self.support_acting_master = support_acting_master
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, dict[str, None]] = {}  # ordered set of broker names
@@ -83,8 +121,12 @@ class RouteInfoManager:
         self._pruned_brokers: set[str] = set()
         # Encoded route bodies by (topic, standard dialect), least recently used first; an
         # entry is replaced, never mutated, so holding one and checking it is still the one
-        # here validates it.
+        # here validates it. Zone-filtered answers are kept per topic (unknown zones share one).
         self._route_cache: OrderedDict[tuple[str, bool], CachedRoute] = OrderedDict()
+        self.zone_route_cache: dict[str, _ZoneAnswers] = {}
+        # Static-topic mappings (5.x): topic -> hosting broker name -> mapping
+        self.topic_queue_mapping: dict[str, dict[str, TopicQueueMappingInfo]] = {}
+        self._mapped_topics_by_broker: dict[str, set[str]] = {}
         # Bumped whenever cached routes are dropped: while it stands still, every answer built
         # from the cache is still good, and a hot path checks one integer instead of the cache.
         self.route_generation = 0
@@ -113,6 +155,7 @@ class RouteInfoManager:
         heartbeat_timeout_ms: int | None = None,
         enable_acting_master: bool | None = None,
         zone_name: str | None = None,
+        delete_missing_topics: bool = False,
     ) -> RegisterResult:
         """registerBroker (state.md §3).
 
@@ -121,6 +164,12 @@ class RouteInfoManager:
         sent last time (``body_digest`` equal): an idle broker's 30 s heartbeat with 100,000
         topics then costs no JSON decoding.
 
+        5.x: the topics come from the master, or from the *prime slave* (a 5.x broker, which
+        sends ``enableActingMaster``, holding the group's lowest id while there is no master);
+        in an acting-master group the prime slave's topics lose their write permission.
+        ``delete_missing_topics`` (deleteTopicWithBrokerRegistration) drops the group's topics
+        such a registration does not list, unless it carries static-topic mappings.
+
         Deliberately not ported: 5.x's refusal of a first registration that carries exactly
         one topic ("register broker failed"). 4.9.4 accepts it (golden errors.jsonl case 6b),
         and the problem it guards against (an incremental registration arriving first after a
@@ -128,8 +177,15 @@ class RouteInfoManager:
         """
         key = (cluster, broker_addr)
         live = self.broker_live_table.get(key)
-        is_master = broker_id == MASTER_ID
-        need_body = self.needs_body(cluster, broker_addr, broker_name, broker_id, body_digest)
+        need_body = self.needs_body(
+            cluster,
+            broker_addr,
+            broker_name,
+            broker_id,
+            body_digest,
+            enable_acting_master=enable_acting_master,
+            delete_missing_topics=delete_missing_topics,
+        )
         body = load_body() if need_body else None
         data_version = body.data_version if body is not None else live.data_version  # type: ignore[union-attr]
 
@@ -140,11 +196,15 @@ class RouteInfoManager:
         if broker_data is None:
             broker_data = BrokerData(cluster=cluster, broker_name=broker_name)
             self.broker_addr_table[broker_name] = broker_data
-        if enable_acting_master is not None or zone_name is not None:
-            broker_data.enable_acting_master = bool(enable_acting_master)
-            broker_data.zone_name = zone_name
+        # Java sets both on every registration (a 4.9.4 broker sends neither: false / null).
+        addrs_changed = (
+            broker_data.enable_acting_master != bool(enable_acting_master)
+            or broker_data.zone_name != zone_name
+        )
+        broker_data.enable_acting_master = bool(enable_acting_master)
+        broker_data.zone_name = zone_name
         addrs = broker_data.broker_addrs
-        addrs_changed = False
+        prev_min_id = min(addrs) if addrs else MASTER_ID
         for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
             del addrs[other_id]
             addrs_changed = True
@@ -152,24 +212,36 @@ class RouteInfoManager:
         addrs[broker_id] = broker_addr
         register_first |= not old_addr
         addrs_changed |= old_addr != broker_addr
+        is_prime_slave = (
+            enable_acting_master is not None and broker_id != MASTER_ID and broker_id == min(addrs)
+        )
 
         added: list[str] = []
         changed: list[str] = []
+        dropped: list[str] = []
         configs: dict[str, dict[str, int]] = {}
+        mapped: dict[str, dict[str, Any]] = {}
+        extra_events: list[Event] = []
         broker_topics = self._topics_by_broker.setdefault(broker_name, set())
-        if is_master and body is not None:
+        if (broker_id == MASTER_ID or is_prime_slave) and body is not None:
             version_changed = live is None or live.data_version != data_version
+            if delete_missing_topics and not body.mappings:
+                listed = {config.topic_name for config in body.topic_configs}
+                dropped = sorted(broker_topics - listed)
+                extra_events += self._drop_topics_of(broker_name, dropped, "not_in_registration")
+            wipe_write = is_prime_slave and broker_data.enable_acting_master
             for config in body.topic_configs:
                 topic = config.topic_name
                 queues = self.topic_queue_table.get(topic)
                 present = queues.get(broker_name) if queues is not None else None
                 if not (register_first or version_changed or present is None):
                     continue
+                perm = config.perm & ~Perm.WRITE if wipe_write else config.perm
                 queue_data = QueueData(
                     broker_name=broker_name,
                     read_queue_nums=config.read_queue_nums,
                     write_queue_nums=config.write_queue_nums,
-                    perm=config.perm,
+                    perm=perm,
                     topic_sys_flag=config.topic_sys_flag,
                 )
                 if present == queue_data:
@@ -181,10 +253,13 @@ class RouteInfoManager:
                 configs[topic] = {
                     "read": config.read_queue_nums,
                     "write": config.write_queue_nums,
-                    "perm": config.perm,
+                    "perm": perm,
                 }
                 broker_topics.add(topic)
                 touched.add(topic)
+            if register_first or version_changed:
+                mapped = self._store_mappings(body.mappings)
+                touched.update(mapped)
             self._pruned_brokers.discard(broker_name)
 
         if live is not None and live.channel is not channel:
@@ -217,14 +292,22 @@ class RouteInfoManager:
         self._invalidate(touched)
 
         result = RegisterResult()
-        if not is_master:
+        if broker_id != MASTER_ID:
             master = addrs.get(MASTER_ID)
             master_live = self.broker_live_table.get((cluster, master)) if master else None
             if master_live is not None:
                 result.master_addr = master
                 result.ha_server_addr = master_live.ha_server_addr
         first = live is None
-        if live is None or added or changed or live.data_version != data_version or addrs_changed:
+        if (
+            live is None
+            or added
+            or changed
+            or dropped
+            or mapped
+            or live.data_version != data_version
+            or addrs_changed
+        ):
             result.events.append(
                 BrokerRegistered(
                     cluster=cluster,
@@ -235,9 +318,11 @@ class RouteInfoManager:
                     first=first,
                     data_version=data_version.to_json(),
                     topics_added=added,
+                    topics_removed=dropped,
                     topics_changed=changed,
                     topic_count=len(broker_topics),
                     topic_configs=configs,
+                    topic_mappings=mapped,
                 )
             )
         else:
@@ -246,7 +331,63 @@ class RouteInfoManager:
                     cluster, broker_name, broker_id, broker_addr, data_version.to_json()
                 )
             )
+        result.events += extra_events
+        if broker_id < prev_min_id:  # Java: a lower id than the group's lowest registered
+            result.events.append(
+                _min_id_changed(broker_data, offline_addr=None, ha_addr=ha_server_addr)
+            )
         return result
+
+    def _store_mappings(self, mappings: dict[str, TopicQueueMappingInfo]) -> dict[str, Any]:
+        """Keep a registration's static-topic mappings, by topic and hosting group (bname,
+        as Java keys them); returns them as the journal records them."""
+        stored: dict[str, Any] = {}
+        for topic, info in mappings.items():
+            if info.bname is None:
+                continue  # Java would file it under a null broker name no client can use
+            per_group = self.topic_queue_mapping.setdefault(topic, {})
+            if per_group.get(info.bname) != info:
+                per_group[info.bname] = info
+                self._mapped_topics_by_broker.setdefault(info.bname, set()).add(topic)
+                stored[topic] = info.to_record()
+        return stored
+
+    def _drop_mappings(self, broker_name: str, topics: Iterable[str] | None = None) -> None:
+        """Forget a group's static-topic mappings (of ``topics``, or all of them).
+
+        Java keeps them until it restarts, so a route could map logical queues to a group
+        that is gone; pynamesrv drops them with the group or the topic."""
+        mapped = self._mapped_topics_by_broker.get(broker_name)
+        if not mapped:
+            return
+        for topic in list(mapped if topics is None else mapped.intersection(topics)):
+            per_group = self.topic_queue_mapping.get(topic)
+            if per_group is not None:
+                per_group.pop(broker_name, None)
+                if not per_group:
+                    del self.topic_queue_mapping[topic]
+            mapped.discard(topic)
+        if not mapped:
+            del self._mapped_topics_by_broker[broker_name]
+
+    def _drop_topics_of(self, broker_name: str, topics: list[str], reason: str) -> list[Event]:
+        """Remove a group's queue data of ``topics``; the events say what each topic has left."""
+        events: list[Event] = []
+        broker_topics = self._topics_by_broker.get(broker_name, set())
+        for topic in topics:
+            queues = self.topic_queue_table.get(topic)
+            broker_topics.discard(topic)
+            if queues is None or queues.pop(broker_name, None) is None:
+                continue
+            if queues:
+                events.append(TopicQueuesChanged(topic, reason, _queue_records(queues)))
+            else:
+                del self.topic_queue_table[topic]
+                self._drop_topic_mappings(topic)
+                events.append(TopicRemoved(topic=topic, reason=reason))
+        self._drop_mappings(broker_name, topics)
+        self._invalidate(topics)
+        return events
 
     def needs_body(
         self,
@@ -255,16 +396,22 @@ class RouteInfoManager:
         broker_name: str,
         broker_id: int,
         body_digest: int | None,
+        *,
+        enable_acting_master: bool | None = None,
+        delete_missing_topics: bool = False,
     ) -> bool:
         """Whether a registration must decode its body: not when the broker re-sends the
-        bytes it sent last time, unless the name server dropped some of its topics since."""
+        bytes it sent last time, unless the name server dropped some of its topics since,
+        it is (or may now be) the group's prime slave, or missing topics are to be dropped."""
         live = self.broker_live_table.get((cluster, broker_addr))
-        return (
-            live is None
-            or body_digest is None
-            or live.body_digest != body_digest
-            or (broker_id == MASTER_ID and broker_name in self._pruned_brokers)
-        )
+        if live is None or body_digest is None or live.body_digest != body_digest:
+            return True
+        if broker_id == MASTER_ID:
+            return broker_name in self._pruned_brokers or delete_missing_topics
+        if enable_acting_master is None:
+            return False  # a 4.x slave's topics are never routed
+        broker_data = self.broker_addr_table.get(broker_name)
+        return broker_data is None or broker_id <= min(broker_data.broker_addrs, default=0)
 
     def register_topic(self, topic: str, queue_datas: list[QueueData]) -> list[Event]:
         """5.x REGISTER_TOPIC_IN_NAMESRV (state.md §7): only brokers the server knows."""
@@ -301,7 +448,13 @@ class RouteInfoManager:
 
         The address is removed from its group by value (5.x), never by id alone: an id-only
         delete (4.9.4) could remove a newer broker that took the id on another address.
-        ``broker_id`` is kept for the event only.
+        ``broker_id`` is compared with the group's lowest id, as Java does, and named in the
+        events.
+
+        5.x: a group left without a master keeps its queue data, but when its brokers
+        registered with ``enableActingMaster`` the write permission of all its topics is
+        removed (producers then avoid it), and its remaining brokers are told the lowest id
+        changed (``MinBrokerIdChanged``) when the one that left held it.
         """
         key = (cluster, broker_addr)
         live = self.broker_live_table.pop(key, None)
@@ -311,8 +464,10 @@ class RouteInfoManager:
         events: list[Event] = []
         broker_data = self.broker_addr_table.get(broker_name)
         removed_addr = False
+        held_min_id = False
         if broker_data is not None:
             addrs = broker_data.broker_addrs
+            held_min_id = bool(addrs) and broker_id == min(addrs)
             for stale_id in [i for i, a in addrs.items() if a == broker_addr]:
                 del addrs[stale_id]
                 removed_addr = True
@@ -343,11 +498,32 @@ class RouteInfoManager:
                 queues.pop(broker_name, None)
                 if not queues:
                     del self.topic_queue_table[topic]
+                    self._drop_topic_mappings(topic)
                     events.append(TopicRemoved(topic=topic, reason="no_broker"))
             self._topics_by_broker.pop(broker_name, None)
             self._pruned_brokers.discard(broker_name)
+            self._drop_mappings(broker_name)
+        elif broker_data is not None and broker_data.enable_acting_master:
+            if min(broker_data.broker_addrs) != MASTER_ID:
+                wiped = self._wipe_write(broker_name, topics)
+                if wiped:
+                    events.append(
+                        PermChanged(broker_name, "wipe", len(topics), reason="master_gone")
+                    )
+            if held_min_id:
+                events.append(_min_id_changed(broker_data, offline_addr=broker_addr, ha_addr=None))
         self._invalidate(topics)
         return events
+
+    def _wipe_write(self, broker_name: str, topics: Iterable[str]) -> int:
+        """Clear the write bit of a group's queue data; how many topics changed."""
+        changed = 0
+        for topic in topics:
+            queue_data = self.topic_queue_table.get(topic, {}).get(broker_name)
+            if queue_data is not None and queue_data.perm & Perm.WRITE:
+                queue_data.perm &= ~Perm.WRITE
+                changed += 1
+        return changed
 
     def on_channel_closed(self, channel: object, reason: str) -> list[Event]:
         """A connection closed, failed or idled out: remove the brokers registered on it.
@@ -477,18 +653,38 @@ class RouteInfoManager:
             del queues[name]
             self._topics_by_broker.get(name, set()).discard(topic)
             self._pruned_brokers.add(name)
+            self._drop_mappings(name, (topic,))
         self._invalidate((topic,))
         if queues:
             if not names:
                 return []
             return [TopicQueuesChanged(topic, "deleted_in_cluster", _queue_records(queues))]
         del self.topic_queue_table[topic]
+        self._drop_topic_mappings(topic)
         return [TopicRemoved(topic=topic, reason="deleted")]
+
+    def _drop_topic_mappings(self, topic: str) -> None:
+        """A topic left the routes entirely: its static-topic mappings go with it."""
+        for name in list(self.topic_queue_mapping.get(topic, ())):
+            self._drop_mappings(name, (topic,))
 
     # ------------------------------------------------------------------ reads
 
+    def set_support_acting_master(self, enabled: bool) -> None:
+        """supportActingMaster changed at run time: every cached answer may change."""
+        if enabled != self.support_acting_master:
+            self.support_acting_master = enabled
+            self._route_cache.clear()
+            self.zone_route_cache.clear()
+            self.route_generation += 1
+
     def pickup_route(self, topic: str | None) -> dict[str, Any] | None:
-        """pickupTopicRouteData (state.md §6) as plain data, or None when there is no route."""
+        """pickupTopicRouteData (state.md §6) as plain data, or None when there is no route.
+
+        5.x: the topic's static-topic mappings come along (``topicQueueMappingByBroker``),
+        and with supportActingMaster a master-less acting-master group whose write
+        permission is gone shows its lowest-id broker as id 0 (a view: the tables keep the
+        real ids, GET_BROKER_MEMBER_GROUP and cluster info show them)."""
         queues = self.topic_queue_table.get(topic) if topic is not None else None
         if queues is None:
             return None
@@ -498,7 +694,7 @@ class RouteInfoManager:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None:
                 continue
-            broker_datas.append(broker_data.to_json())
+            broker_datas.append(broker_data.to_json(self.java5))
             if self.filter_server_table:
                 for addr in broker_data.broker_addrs.values():
                     servers = self.filter_server_table.get((broker_data.cluster, addr))
@@ -506,17 +702,50 @@ class RouteInfoManager:
                         filter_servers[addr] = servers
         if not broker_datas:
             return None
-        return {
+        route: dict[str, Any] = {
             "brokerDatas": broker_datas,
             "filterServerTable": filter_servers,
             "orderTopicConf": None,
             "queueDatas": [q.to_json() for q in queues.values()],
         }
+        mappings = self.topic_queue_mapping.get(topic)  # type: ignore[arg-type]
+        if mappings:
+            route["topicQueueMappingByBroker"] = {b: m.to_json() for b, m in mappings.items()}
+        if self.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_PREFIX):  # type: ignore[union-attr]
+            self._show_acting_masters(broker_datas, queues)
+        return route
 
-    def route_body(self, topic: str | None, standard: bool, order_conf: str | None) -> bytes | None:
-        """The encoded GET_ROUTEINFO_BY_TOPIC body, from the cache when nothing changed."""
+    def _show_acting_masters(
+        self, broker_datas: list[dict[str, Any]], queues: dict[str, QueueData]
+    ) -> None:
+        """Relabel, in the answer only, the lowest id of each master-less acting-master group
+        whose queue data for the topic is not writable as id 0 (RouteInfoManager 5.x)."""
+        for data in broker_datas:
+            addrs: dict[int, str] = data["brokerAddrs"]
+            if not addrs or MASTER_ID in addrs:
+                continue
+            name = data["brokerName"]
+            queue_data = queues.get(name)
+            group = self.broker_addr_table[name]
+            if not group.enable_acting_master or queue_data is None:
+                continue
+            if not queue_data.perm & Perm.WRITE:
+                acting = addrs.pop(min(addrs))
+                data["brokerAddrs"] = {MASTER_ID: acting, **addrs}
+
+    def route_body(
+        self,
+        topic: str | None,
+        standard: bool,
+        order_conf: str | None,
+        zone: str | None = None,
+    ) -> bytes | None:
+        """The encoded GET_ROUTEINFO_BY_TOPIC body, from the cache when nothing changed;
+        with ``zone`` (a zone-mode query) the answer filtered to that zone."""
         if topic is None:
             return None
+        if zone is not None:
+            return self._zone_route_body(topic, standard, order_conf, zone)
         cache, key = self._route_cache, (topic, standard)
         cached = cache.get(key)
         if cached is not None and cached.order_conf == order_conf:
@@ -537,19 +766,46 @@ class RouteInfoManager:
         """The cache entry of (topic, standard dialect), if any (not counted as a use)."""
         return self._route_cache.get(key)
 
+    def _zone_route_body(
+        self, topic: str, standard: bool, order_conf: str | None, zone: str
+    ) -> bytes | None:
+        entry = self.zone_route_cache.get(topic)
+        wanted = zone.lower()
+        if entry is not None:
+            key = (standard, wanted if wanted in entry.zones else "")
+            cached = entry.answers.get(key)
+            if cached is not None and cached.order_conf == order_conf:
+                return cached.body
+        route = self.pickup_route(topic)
+        if route is None:
+            return None
+        if entry is None:
+            zones = frozenset(
+                (b["zoneName"] or "").lower() for b in route["brokerDatas"] if b.get("zoneName")
+            )
+            entry = self.zone_route_cache[topic] = _ZoneAnswers(zones)
+        key = (standard, wanted if wanted in entry.zones else "")
+        route["orderTopicConf"] = order_conf
+        body = fastjson.dumps(filter_by_zone(route, zone), standard=standard)
+        entry.answers[key] = CachedRoute(order_conf, body)
+        return body
+
     def _invalidate(self, topics: Iterable[str]) -> None:
         self.route_generation += 1
-        cache = self._route_cache
-        if not cache:
+        cache, zone_cache = self._route_cache, self.zone_route_cache
+        if not cache and not zone_cache:
             return
         for topic in topics:
             cache.pop((topic, False), None)
             cache.pop((topic, True), None)
+            zone_cache.pop(topic, None)
 
     def cluster_info(self) -> dict[str, Any]:
         """ClusterInfo as data (always sent in the legacy dialect)."""
         return {
-            "brokerAddrTable": {n: b.to_json() for n, b in self.broker_addr_table.items()},
+            "brokerAddrTable": {
+                n: b.to_json(self.java5) for n, b in self.broker_addr_table.items()
+            },
             "clusterAddrTable": {c: list(m) for c, m in self.cluster_addr_table.items()},
         }
 
@@ -635,7 +891,56 @@ class RouteInfoManager:
             for (cluster, addr), live in self.broker_live_table.items()
         ]
         topics = {topic: _queue_records(queues) for topic, queues in self.topic_queue_table.items()}
-        return {"brokers": brokers, "topics": topics}
+        mappings = {
+            topic: {name: info.to_record() for name, info in per_group.items()}
+            for topic, per_group in self.topic_queue_mapping.items()
+        }
+        return {"brokers": brokers, "topics": topics, "mappings": mappings}
+
+
+def filter_by_zone(route: dict[str, Any], zone: str) -> dict[str, Any]:
+    """ZoneRouteRPCHook: keep the groups of ``zone`` (ignoring case) and the groups without a
+    master (their slaves serve every zone), their queue data and their filter servers. The
+    static-topic mappings stay whole, as in Java."""
+    wanted = zone.lower()
+    kept, removed = [], []
+    for data in route["brokerDatas"]:
+        zone_name = data.get("zoneName")
+        in_zone = zone_name is not None and zone_name.lower() == wanted
+        (kept if MASTER_ID not in data["brokerAddrs"] or in_zone else removed).append(data)
+    if not removed:
+        return route
+    gone = {data["brokerName"] for data in removed}
+    filtered = dict(route)
+    filtered["brokerDatas"] = kept
+    filtered["queueDatas"] = [q for q in route["queueDatas"] if q["brokerName"] not in gone]
+    servers = route["filterServerTable"]
+    if servers:
+        gone_addrs = {a for data in removed for a in data["brokerAddrs"].values()}
+        filtered["filterServerTable"] = {a: v for a, v in servers.items() if a not in gone_addrs}
+    return filtered
+
+
+def _min_id_changed(
+    broker_data: BrokerData, offline_addr: str | None, ha_addr: str | None
+) -> MinBrokerIdChanged:
+    """What Java sends NOTIFY_MIN_BROKER_ID_CHANGE about, and to whom: every remaining broker
+    when one left (or the group has one broker), else every broker but the new lowest."""
+    addrs = dict(sorted(broker_data.broker_addrs.items()))
+    min_id = min(addrs)
+    if offline_addr is not None or len(addrs) == 1:
+        notify = list(addrs.values())
+    else:
+        notify = [addr for broker_id, addr in addrs.items() if broker_id != min_id]
+    return MinBrokerIdChanged(
+        cluster=broker_data.cluster,
+        broker_name=broker_data.broker_name,
+        min_broker_id=min_id,
+        min_broker_addr=addrs[min_id],
+        offline_broker_addr=offline_addr,
+        ha_broker_addr=ha_addr,
+        notify=notify,
+    )
 
 
 def _queue_records(queues: dict[str, QueueData]) -> list[dict[str, Any]]:

@@ -227,30 +227,43 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("defaultThreadPoolQueueCapacity", N, NEVER, True, "5.x", _NO_POOLS,
          minimum=1, maximum=INT32_MAX),
     _key("scanNotActiveBrokerInterval", N, LIVE, True, "5.x",
-         "Milliseconds between expiry scans; brokers are also expired at their own deadline.",
+         "Milliseconds between expiry scans (Java's only check); pynamesrv also expires each "
+         "broker at its own deadline, so a dead broker leaves the routes within a second.",
          minimum=100, maximum=86_400_000),
     _key("unRegisterBrokerQueueCapacity", N, NEVER, True, "5.x",
          "no effect: unregistrations are applied at once, there is no queue",
          minimum=1, maximum=INT32_MAX),
     _key("supportActingMaster", B, LIVE, True, "5.x",
-         "Show the lowest-id slave of a master-less group as acting master (id 0, read-only)."),
+         "Route answers show the lowest-id slave of a master-less group whose brokers "
+         "registered with enableActingMaster=true as id 0 (its write permission is removed "
+         "whatever this says), except for rmq_sys_SYNC_BROKER_MEMBER_* topics."),
     _key("enableAllTopicList", B, LIVE, True, "5.x",
          "Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER (false: SYSTEM_ERROR 'disable')."),
     _key("enableTopicList", B, LIVE, True, "5.x",
          "Answer the per-cluster and unit topic lists (false: SYSTEM_ERROR 'disable')."),
     _key("notifyMinBrokerIdChanged", B, LIVE, True, "5.x",
-         "Send NOTIFY_MIN_BROKER_ID_CHANGE to a group's brokers when its lowest id changes."),
+         "Send NOTIFY_MIN_BROKER_ID_CHANGE (905) to the brokers of a group whose lowest "
+         "broker id changed (the master of an acting-master group left, or a lower id "
+         "registered), at their own addresses; retried at most 3 times, never blocking."),
     _key("notifyMinBrokerIdChangeTimeoutMillis", N, LIVE, True, "5.x",
-         "Timeout of one NOTIFY_MIN_BROKER_ID_CHANGE request.",
+         "How long one NOTIFY_MIN_BROKER_ID_CHANGE waits for the connection and the broker's "
+         "answer before it counts as failed.",
          minimum=1, maximum=600_000),
-    _key("enableControllerInNamesrv", B, RESTART, False, "5.x",
-         "Must stay false: run the standalone Java controller for controller mode."),
+    _key("enableControllerInNamesrv", B, RESTART, True, "5.x",
+         "Must stay false: pynamesrv has no embedded controller, so true is refused (in the -c "
+         "file and remotely); run the standalone Java controller (bin/mqcontroller) for "
+         "controller mode."),
     _key("needWaitForService", B, LIVE, True, "5.x",
-         "Answer route queries with an error for waitSecondsForService after start."),
+         "Answer route queries with SYSTEM_ERROR 'name server not ready' for "
+         "waitSecondsForService after start, so restarted brokers can re-register first "
+         "(5.3.2's behaviour: 5.2.0 never became ready again after its first route answer)."),
     _key("waitSecondsForService", N, LIVE, True, "5.x",
          "Length of the start-up wait of needWaitForService.", minimum=0, maximum=3600),
     _key("deleteTopicWithBrokerRegistration", B, LIVE, True, "5.x",
-         "Drop a master's topics that its registration no longer lists."),
+         "A master's (or acting master's) registration drops the group's topics it does not "
+         "list, unless it carries static-topic mappings; every such body is then decoded. "
+         "As in Java, incremental and split registrations list only some topics: enable it "
+         "only with brokers that register all of theirs at once."),
     _key("configBlackList", T, RESTART, False, "5.x",
          "Keys UPDATE_NAMESRV_CONFIG refuses, ';'-separated (on top of the built-in ones)."),
     # NettyServerConfig
@@ -290,13 +303,20 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "no effect: uvloop uses epoll whenever it runs on Linux"),
     _key("serverNettyWorkerGroupEnable", B, NEVER, True, "5.x", _NO_NETTY),
     _key("enableShutdownGracefully", B, LIVE, True, "5.x",
-         "On SIGTERM, keep answering for shutdownWaitTimeSeconds before closing."),
+         "On SIGTERM or SIGINT, keep serving for shutdownWaitTimeSeconds before closing the "
+         "port (a second signal stops at once)."),
     _key("shutdownWaitTimeSeconds", N, LIVE, True, "5.x",
-         "How long a graceful shutdown keeps answering.", minimum=0, maximum=3600),
+         "How long a graceful shutdown keeps serving.", minimum=0, maximum=3600),
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     _key("frameMaxLength", N, RESTART, False, "JVM property",
          "Largest frame accepted, in bytes (com.rocketmq.remoting.frameMaxLength).",
          minimum=MIB, maximum=1024 * MIB),
+    _key("rocketmq.remoting.version", N, RESTART, False, "JVM property",
+         "The RocketMQ version ordinal pynamesrv answers as: 453 (5.2.0, the newest it "
+         "implements) or 401 (4.9.4). It is the version of every answer; below 413 (5.0.0) "
+         "answers also take 4.9.4's shape: no enableActingMaster in broker data, no "
+         "stateVersion in QUERY_DATA_VERSION bodies, 4.9.4's remarks and GET_NAMESRV_CONFIG "
+         "keys. Features do not depend on it.", minimum=0, maximum=32767),
     # TLS of the remoting port (JVM properties in Java; here -c file keys, or the file named
     # by tls.config.file, whose values win as in Java)
     _key("tls.server.mode", Kind.CHOICE, RESTART, False, "JVM property",

@@ -80,13 +80,15 @@ class Version(IntEnum):
     V4_6_0 = 333
     V4_9_4 = 401
     V5_0_0 = 413
+    V5_2_0 = 453
     V5_3_1 = 475
     V5_3_3 = 479
 
 
-# The version ordinal every response carries. 4.9.4 stamps 401; route-body dialect choice
-# and the golden corpus are keyed to it, and no client behaves differently for a higher one.
-SERVER_VERSION: Final = int(Version.V4_9_4)
+# The version ordinal a response carries unless its sender says otherwise: the newest
+# protocol pynamesrv implements (5.2.0). The name server's own answers take the configured
+# ``rocketmq.remoting.version`` instead; no client behaves differently for either value.
+SERVER_VERSION: Final = int(Version.V5_2_0)
 
 FLAG_RESPONSE: Final = 0x1
 FLAG_ONEWAY: Final = 0x2

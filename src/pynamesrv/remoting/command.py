@@ -57,8 +57,9 @@ class RemotingCommand:
         remark: str | None = None,
         ext_fields: dict[str, str] | None = None,
         body: bytes = b"",
+        version: int = SERVER_VERSION,
     ) -> RemotingCommand:
-        """The answer to ``request``: opaque echoed, flag 1, the server's own version.
+        """The answer to ``request``: opaque echoed, flag 1, the answering side's version.
 
         The serialize type of the request is echoed (4.9.4 behaviour); C++ and Node clients
         cannot read ROCKETMQ-typed answers, and they only ever send JSON.
@@ -66,7 +67,7 @@ class RemotingCommand:
         return cls(
             code=code,
             language="JAVA",
-            version=SERVER_VERSION,
+            version=version,
             opaque=request.opaque,
             flag=FLAG_RESPONSE,
             remark=remark,

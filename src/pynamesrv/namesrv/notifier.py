@@ -1,0 +1,178 @@
+"""NOTIFY_MIN_BROKER_ID_CHANGE (905): tell a group's brokers that its lowest broker id changed.
+
+The one outgoing request a name server makes (Java: RouteInfoManager.notifyMinBrokerIdChanged).
+The registry says when and to whom (``MinBrokerIdChanged`` events); this module delivers,
+off the request path: each target address gets its own task, a connection to the broker's
+listen port, and at most ``MAX_ATTEMPTS`` tries, ``RETRY_DELAYS_S`` apart. A newer
+notification for an address replaces one still pending there (the broker only needs the
+latest lowest id), so a flapping group cannot queue up work, and at most ``MAX_TARGETS``
+addresses are pending at once. A failure is logged once, after the last attempt.
+
+Java sends it oneway with a 300 ms budget and never knows whether it arrived; here it is a
+request the broker answers (its AdminBrokerProcessor does), so a lost one is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.events import Event, MinBrokerIdChanged
+from pynamesrv.remoting.client import RemotingClient, RemotingError
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS: Final = 3
+RETRY_DELAYS_S: Final = (1.0, 4.0)  # before the second and the third attempt
+MAX_TARGETS: Final = 1024  # broker addresses with a notification pending
+
+Send = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
+
+
+async def send_request(addr: str, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
+    """Connect to ``addr``, send ``command``, return the answer (``RemotingError`` if none)."""
+    client = await RemotingClient.connect_addr(addr, timeout=timeout_s)
+    try:
+        return await client.request(command, timeout=timeout_s)
+    finally:
+        await client.close()
+
+
+def notification(event: MinBrokerIdChanged, version: int) -> RemotingCommand:
+    """The 905 request: NotifyMinBrokerIdChangeRequestHeader's fields, absent when null.
+    ``brokerName`` is one of them; Java's name server leaves it unset, brokers ignore it."""
+    ext = {
+        "minBrokerId": str(event.min_broker_id),
+        "brokerName": event.broker_name,
+        "minBrokerAddr": event.min_broker_addr,
+    }
+    if event.offline_broker_addr is not None:
+        ext["offlineBrokerAddr"] = event.offline_broker_addr
+    if event.ha_broker_addr is not None:
+        ext["haBrokerAddr"] = event.ha_broker_addr
+    return RemotingCommand(
+        code=RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE, version=version, ext_fields=ext
+    )
+
+
+class MinBrokerIdNotifier:
+    """Listens to the registry's events; sends 905 while notifyMinBrokerIdChanged is on."""
+
+    def __init__(self, config: NamesrvConfig, version: int, send: Send = send_request) -> None:
+        self.config = config
+        self.version = version
+        self._send = send
+        self.retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S
+        self._pending: dict[str, RemotingCommand] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.attempts = 0
+        self.delivered = 0
+        self.failed = 0
+        self.dropped = 0  # not sent: too many addresses pending
+        self.changed = asyncio.Event()  # set after each attempt (tests wait on it)
+
+    def on_events(self, events: list[Event]) -> None:
+        if not self.config.notify_min_broker_id_changed:
+            return
+        for event in events:
+            if isinstance(event, MinBrokerIdChanged):
+                log.info(
+                    "min broker id of %s changed to %d (%s), notify %s, offline broker addr %s",
+                    event.broker_name,
+                    event.min_broker_id,
+                    event.min_broker_addr,
+                    event.notify,
+                    event.offline_broker_addr,
+                )
+                for addr in event.notify:
+                    self.submit(addr, notification(event, self.version))
+
+    def submit(self, addr: str, command: RemotingCommand) -> None:
+        """Deliver ``command`` to ``addr``, replacing one still pending there."""
+        if addr not in self._pending and len(self._pending) >= MAX_TARGETS:
+            self.dropped += 1
+            log.warning("NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: %d pending", addr, MAX_TARGETS)
+            return
+        self._pending[addr] = command
+        if addr not in self._tasks:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # driven without an event loop (a test of the registry)
+                del self._pending[addr]
+                return
+            self._tasks[addr] = loop.create_task(self._deliver(addr))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def _deliver(self, addr: str) -> None:
+        try:
+            while addr in self._pending:
+                command = self._pending[addr]
+                error = await self._attempts(addr, command)
+                if self._pending.get(addr) is not command:
+                    continue  # superseded meanwhile: send the newer one
+                del self._pending[addr]
+                if error is None:
+                    self.delivered += 1
+                    log.info("NOTIFY_MIN_BROKER_ID_CHANGE delivered to %s", addr)
+                else:
+                    self.failed += 1
+                    log.warning(
+                        "NOTIFY_MIN_BROKER_ID_CHANGE to %s failed after %d attempts: %s",
+                        addr,
+                        MAX_ATTEMPTS,
+                        error,
+                    )
+                self.changed.set()
+        finally:
+            self._tasks.pop(addr, None)
+
+    async def _attempts(self, addr: str, command: RemotingCommand) -> str | None:
+        """Try up to MAX_ATTEMPTS times; None on success, else the last error. Stops early
+        when a newer notification for ``addr`` replaced this one."""
+        error: str | None = None
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(self.retry_delays_s[attempt - 1])
+                if self._pending.get(addr) is not command:
+                    return None
+            timeout_s = self.config.notify_min_broker_id_change_timeout_millis / 1000
+            try:
+                # connect and answer each get timeout_s; the guard bounds a send that hangs
+                answer = await asyncio.wait_for(
+                    self._send(addr, _copy(command), timeout_s), 2 * timeout_s + 1
+                )
+            except (RemotingError, OSError, TimeoutError) as exc:
+                error = str(exc) or type(exc).__name__
+                answer = None
+            finally:
+                self.attempts += 1
+                self.changed.set()
+            if answer is not None:
+                if answer.code == ResponseCode.SUCCESS:
+                    return None
+                error = f"answered code {answer.code} {answer.remark or ''}".rstrip()
+            log.debug("NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", addr, attempt + 1, error)
+        return error
+
+    async def stop(self) -> None:
+        """Cancel what is pending (the server is going away)."""
+        self._pending.clear()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _copy(command: RemotingCommand) -> RemotingCommand:
+    """A fresh command per attempt: the client stamps the opaque and flag into it."""
+    return RemotingCommand(
+        code=command.code, version=command.version, ext_fields=dict(command.ext_fields or {})
+    )
