@@ -31,7 +31,10 @@ WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 9876 9880
 USER 10001:10001
-# /healthz answers 200 once the remoting port serves; change the port here if httpPort moves.
+# /healthz answers 200 once the remoting port serves the routes (recovered from the journal
+# after a restart: ready at once, "recovering" while recovered brokers have not registered
+# again) and 503 during the 5.x start-up wait; /healthz/live only says the process runs.
+# Change the port here if httpPort moves.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:9880/healthz', timeout=2).status != 200)"]
 # SIGTERM stops serve cleanly: routes journaled, KV store closed, ports closed.

@@ -137,7 +137,7 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
     registered = next(r for r in records if r["type"] == "broker_registered")
     assert registered["cluster"] == "JournalCluster" and registered["ha_addr"] == "127.0.0.1:1"
     assert set(registered["data_version"]) == {"counter", "timestamp"}
-    assert registered["topic_configs"] == {"a-T": {"read": 2, "write": 2, "perm": 6}}
+    assert registered["topic_configs"] == {"a-T": {"read": 2, "write": 2, "perm": 6, "sys_flag": 0}}
     assert [r["seq"] for r in records] == sorted(r["seq"] for r in records)
     removed = [r for r in records if r["type"] == "broker_removed"]
     assert all(r["last_heartbeat_ts"] <= r["ts"] for r in removed)

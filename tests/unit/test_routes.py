@@ -295,7 +295,9 @@ def test_register_topic_accepts_only_known_brokers(routes: RouteInfoManager) -> 
     assert route(routes, "New") is None
     [event] = routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)])
     assert (event.TYPE, event.reason) == ("topic_queues_changed", "registered")
-    assert event.queues == [{"broker_name": "broker-a", "read": 2, "write": 2, "perm": 6}]
+    assert event.queues == [
+        {"broker_name": "broker-a", "read": 2, "write": 2, "perm": 6, "sys_flag": 0}
+    ]
     assert route(routes, "New")["queueDatas"][0]["readQueueNums"] == 2
     assert routes.register_topic("New", [QueueData("broker-a", 2, 2, 6, 0)]) == []  # no change
 

@@ -2,7 +2,9 @@
 
 Routes:
   /metrics                  Prometheus exposition (text, or OpenMetrics if asked for)
-  /healthz                  200 "ok" while the name server serves, 503 before
+  /healthz                  readiness: 200 "ok" or "recovering: N provisional brokers";
+                            503 "starting" or "waiting for service" (the 5.x start-up wait)
+  /healthz/live             liveness: 200 "live" whenever this process answers HTTP
   /rocketmq/nsaddr          the address service clients poll: "host:port;host:port"
   /api/status               headline numbers
   /api/clusters             clusters -> broker groups -> brokers with liveness
@@ -95,6 +97,7 @@ class HttpServer:
         app.on_response_prepare.append(self._common_headers)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/healthz/live", self.live)
         app.router.add_get("/rocketmq/nsaddr", self.nsaddr)
         # The Java client asks for "nsaddr-<unit>?nofix=1" when a unit name is set.
         app.router.add_get(r"/rocketmq/{unit:nsaddr-[^/]+}", self.nsaddr)
@@ -148,9 +151,13 @@ class HttpServer:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def healthz(self, request: web.Request) -> web.Response:
-        if self.ready:
-            return web.Response(text="ok", content_type=TEXT_PLAIN)
-        return web.Response(text="starting", status=503, content_type=TEXT_PLAIN)
+        status, text = views.health(self.view)
+        return web.Response(text=text, status=status, content_type=TEXT_PLAIN)
+
+    async def live(self, request: web.Request) -> web.Response:
+        """Liveness: the event loop runs (a restart would not help a server that is merely
+        waiting for its brokers or for the 5.x start-up wait)."""
+        return web.Response(text="live", content_type=TEXT_PLAIN)
 
     async def nsaddr(self, request: web.Request) -> web.Response:
         """Plain ``host:port;host:port``, no trailing newline (clients cut at the first one)."""

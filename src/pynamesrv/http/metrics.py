@@ -157,6 +157,12 @@ class NamesrvCollector(Collector):
         yield live
 
         yield GaugeMetricFamily(
+            "pynamesrv_brokers_provisional",
+            "Broker addresses recovered from the journal at start that have neither registered "
+            "again nor expired (0 once the recovery is over).",
+            value=view.provisional_brokers(),
+        )
+        yield GaugeMetricFamily(
             "pynamesrv_topics", "Topics with a route.", value=view.topic_count()
         )
         yield CounterMetricFamily(

@@ -38,6 +38,24 @@ def broker_state(age_ms: int, timeout_ms: int) -> str:
     return "expiring" if age_ms * 2 > timeout_ms else "live"
 
 
+def health(view: NamesrvView) -> tuple[int, str]:
+    """/healthz: whether to send route queries here (a readiness probe).
+
+    503 while the answers would be errors: the port is not open yet (``starting``), or the
+    5.x start-up wait is on (``waiting for service``). 200 otherwise, saying whether brokers
+    recovered from the journal are still provisional (``recovering: N provisional brokers``:
+    their routes are the ones before the restart, not yet confirmed by a registration).
+    """
+    if not view.ready:
+        return 503, "starting"
+    if view.waiting_for_service():
+        return 503, "waiting for service"
+    provisional = view.provisional_brokers()
+    if provisional:
+        return 200, f"recovering: {provisional} provisional brokers"
+    return 200, "ok"
+
+
 def status_view(
     view: NamesrvView, now_ms: int, host_header: str | None = None, local_host: str | None = None
 ) -> dict[str, Any]:
@@ -48,6 +66,9 @@ def status_view(
         "version": __version__,
         "listenAddr": reachable_addr(view, host_header, local_host),
         "ready": view.ready,
+        "health": health(view)[1],  # what /healthz says
+        "provisionalBrokers": view.provisional_brokers(),
+        "recovered": view.recovered(),  # what the start recovered from the journal, or None
         "nowMs": now_ms,
         **view.counts(),
         "connections": view.connections(),
@@ -78,6 +99,8 @@ def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
                     "timeoutMs": None,
                     "dataVersion": None,
                     "haServerAddr": None,
+                    # recovered at start, not registered since: leaves at its deadline
+                    "provisional": broker.provisional,
                 }
                 live = broker.live
                 if live is not None:

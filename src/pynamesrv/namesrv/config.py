@@ -153,6 +153,7 @@ class NamesrvConfig:
     ns_addr_list: str = ""
     instance_name: str = ""
     journal_enable: bool = True
+    warm_restart: bool = True
     journal_dir: str = ""
     journal_flush_interval_ms: int = 1000
     journal_snapshot_interval_ms: int = 600_000

@@ -2,8 +2,9 @@
 
 Start order follows Java (config-and-storage.md §1): load the KV file, then open the port,
 then schedule the expiry scan (first run after 5 s, then every ``scanNotActiveBrokerInterval``)
-and the periodic KV print. Disk writes go to a single worker thread so they leave the event
-loop but keep their order.
+and the periodic KV print. Before the port opens, the routes are recovered from the journal
+(``recovery``, warmRestart), so the first answer is already the one before the restart. Disk
+writes go to a single worker thread so they leave the event loop but keep their order.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from typing import Final
 from pynamesrv import __version__
 from pynamesrv.namesrv.acl import AccessControl, is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
-from pynamesrv.namesrv.eventlog import EventLog
+from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import ConfigChanged, Event
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
-from pynamesrv.namesrv.journal import Journal
+from pynamesrv.namesrv.journal import Journal, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
+from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
@@ -150,6 +152,8 @@ class NamesrvController:
         )
         self.port = 0
         self.journal: Journal | None = None
+        self.recovered: Recovered | None = None  # what start() recovered from the journal
+        self._recovering = False  # provisional brokers left (logged once when none is)
         self._window_start_ms = 0
         self._stopped = False
         self._timers: list[asyncio.Task[None]] = []
@@ -173,16 +177,25 @@ class NamesrvController:
     @property
     def instance(self) -> str:
         """This server's name in the journal: instanceName, else host:port."""
+        return self._instance_on(self.port)
+
+    def _instance_on(self, port: int) -> str:
         if self.config.instance_name:
             return self.config.instance_name
         host = self.host if self.host not in ("", "0.0.0.0", "::") else socket.gethostname()
-        return f"{host}:{self.port}"
+        return f"{host}:{port}"
+
+    @property
+    def journal_root(self) -> Path:
+        return Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")
 
     async def start(self) -> None:
         for path in (self.config.kv_config_path, self.config.config_store_path):
             for leftover in remove_leftovers(Path(path)):
                 log.info("removed %s, left by an interrupted write", leftover)
         self.kv.load(Path(self.config.kv_config_path))
+        if self.config.journal_enable and self.config.warm_restart:
+            await self._recover()
         try:
             host, self.port = await self.server.start(self.host, self.config.listen_port)
         except OSError as exc:
@@ -220,10 +233,54 @@ class NamesrvController:
                 self.port,
             )
 
+    async def _recover(self) -> None:
+        """Load the routes this instance's journal ends with (before the port opens, so the
+        first answer is already warm). The instance, hence the directory, must be known
+        before binding: with listenPort=0 only instanceName names it."""
+        if not self.config.instance_name and self.config.listen_port == 0:
+            log.info("routes not recovered: listenPort=0 without instanceName names no journal")
+            return
+        instance = self._instance_on(self.config.listen_port)
+        directory = self.journal_root / instance_dir_name(instance)
+        # Nothing else touches the registry before the port opens: a worker thread may fill it.
+        self.recovered = await asyncio.get_running_loop().run_in_executor(
+            None, recover, directory, self.routes, self.clock_ms(), instance
+        )
+        found = self.recovered
+        if found is None:
+            log.info("routes not recovered: no snapshot in the journal %s", directory)
+        elif found.brokers:
+            log.info(
+                "routes recovered from the journal: %d brokers (provisional until they register "
+                "again or expire), %d topics, as of %s (snapshot %s + %d lines); %d brokers "
+                "expired while the server was down; %d ms",
+                found.brokers,
+                found.topics,
+                iso_ms(found.from_ts),
+                iso_ms(found.snapshot_ts),
+                found.events,
+                found.expired_on_load,
+                found.load_ms,
+            )
+            self._recovering = True
+            self.add_listener(self._watch_recovery)
+        else:
+            log.info(
+                "routes not recovered: the heartbeat timeout of all %d brokers of the journal "
+                "(as of %s) passed while the server was down",
+                found.expired_on_load,
+                iso_ms(found.from_ts),
+            )
+
+    def _watch_recovery(self, events: list[Event]) -> None:
+        """Say once when the last provisional broker registered again or expired."""
+        if self._recovering and self.routes.provisional_count == 0:
+            self._recovering = False
+            log.info("recovery complete: every recovered broker registered again or expired")
+
     async def _start_journal(self) -> None:
-        root = Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")
         self.journal = Journal(
-            root,
+            self.journal_root,
             self.instance,
             flush_interval_s=self.config.journal_flush_interval_ms / 1000,
             clock_ms=now_ms,
@@ -233,8 +290,12 @@ class NamesrvController:
         await self.journal.start()
         self.stats.count_topics = True
         self.add_listener(self.journal.on_events)
+        recovered = self.recovered.to_record() if self.recovered is not None else None
         self.journal.record(
-            "server_started", version=__version__, config=self.registry.all_properties()
+            "server_started",
+            version=__version__,
+            config=self.registry.all_properties(),
+            recovered=recovered,
         )
         self.record_snapshot()
         snapshot_s = self.config.journal_snapshot_interval_ms / 1000

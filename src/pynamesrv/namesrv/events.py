@@ -49,6 +49,11 @@ class BrokerRegistered(Event):
     # Static-topic mappings this registration set: {topic: TopicQueueMappingInfo as JSON}
     # (5.x updateStaticTopic); each names its group in ``bname``.
     topic_mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What a warm restart needs to expire the broker and answer as before: its
+    # heartbeatTimeoutMillis, and the group's zone and enableActingMaster (5.x headers).
+    timeout_ms: int | None = None
+    zone_name: str | None = None
+    enable_acting_master: bool = False
 
 
 @dataclass(slots=True)

@@ -443,10 +443,11 @@ class DefaultRequestProcessor:
         config = self.registry.config
         return not (
             config.order_message_enable
-            or (config.need_wait_for_service and self._waiting_for_service())
+            or (config.need_wait_for_service and self.waiting_for_service())
         )
 
-    def _waiting_for_service(self) -> bool:
+    def waiting_for_service(self) -> bool:
+        """The 5.x start-up wait (needWaitForService): route queries answer errors."""
         config = self.registry.config
         return config.need_wait_for_service and (
             self.clock_ms() - self.started_ms < config.wait_seconds_for_service * 1000
@@ -467,7 +468,7 @@ class DefaultRequestProcessor:
             self.stats.route_hits_by_topic[topic] += 1
 
     def get_route_info(self, request: RemotingCommand, channel: object) -> Answer:
-        if self._waiting_for_service():
+        if self.waiting_for_service():
             raise RequestError(ResponseCode.SYSTEM_ERROR, "name server not ready")
         topic = request.field("topic")
         standard = request.version >= Version.V4_9_4 or _bool(request, "acceptStandardJsonOnly")

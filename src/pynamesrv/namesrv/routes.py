@@ -56,6 +56,20 @@ SYNC_BROKER_MEMBER_PREFIX: Final = "rmq_sys_SYNC_BROKER_MEMBER_"
 LiveKey = tuple[str, str]  # (cluster, broker address): 5.x BrokerAddrInfo
 
 
+class _NoConnection:
+    """The connection of a broker recovered from the journal (warm restart): there is none
+    until the broker registers again, so no connection close can remove it; it leaves by
+    its heartbeat deadline or by a registration that replaces it with a real connection."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no connection: recovered>"
+
+
+RECOVERED: Final = _NoConnection()
+
+
 # What Java's String.trim / isBlank treat as white space, for zone names.
 _JAVA_WHITESPACE: Final = (
     " \t\n\x0b\f\r\x1c\x1d\x1e\x1f\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
@@ -115,6 +129,9 @@ class RouteInfoManager:
         self.filter_server_table: dict[LiveKey, list[str]] = {}
         self._topics_by_broker: dict[str, set[str]] = {}
         self._live_by_channel: dict[object, set[LiveKey]] = {}
+        # Live entries recovered from the journal that have not registered since (their
+        # channel is RECOVERED): what /healthz calls provisional.
+        self._provisional: set[LiveKey] = set()
         # Broker groups that lost queue data on the name server's side (DELETE_TOPIC): their
         # master's next registration must be decoded even if its bytes did not change, so that
         # the topics come back as in 5.x.
@@ -254,6 +271,7 @@ class RouteInfoManager:
                     "read": config.read_queue_nums,
                     "write": config.write_queue_nums,
                     "perm": perm,
+                    "sys_flag": config.topic_sys_flag,
                 }
                 broker_topics.add(topic)
                 touched.add(topic)
@@ -264,9 +282,11 @@ class RouteInfoManager:
 
         if live is not None and live.channel is not channel:
             self._unlink_channel(live.channel, key)
+        self._provisional.discard(key)
+        timeout_ms = heartbeat_timeout_ms or DEFAULT_BROKER_TIMEOUT_MS
         self.broker_live_table[key] = BrokerLiveInfo(
             last_update_ms=now_ms,
-            timeout_ms=heartbeat_timeout_ms or DEFAULT_BROKER_TIMEOUT_MS,
+            timeout_ms=timeout_ms,
             data_version=data_version,
             channel=channel,
             ha_server_addr=ha_server_addr,
@@ -307,6 +327,9 @@ class RouteInfoManager:
             or mapped
             or live.data_version != data_version
             or addrs_changed
+            # what a warm restart must know to expire and answer as before
+            or live.timeout_ms != timeout_ms
+            or live.ha_server_addr != ha_server_addr
         ):
             result.events.append(
                 BrokerRegistered(
@@ -323,6 +346,9 @@ class RouteInfoManager:
                     topic_count=len(broker_topics),
                     topic_configs=configs,
                     topic_mappings=mapped,
+                    timeout_ms=timeout_ms,
+                    zone_name=zone_name,
+                    enable_acting_master=broker_data.enable_acting_master,
                 )
             )
         else:
@@ -460,6 +486,7 @@ class RouteInfoManager:
         live = self.broker_live_table.pop(key, None)
         if live is not None:
             self._unlink_channel(live.channel, key)
+            self._provisional.discard(key)
         self.filter_server_table.pop(key, None)
         events: list[Event] = []
         broker_data = self.broker_addr_table.get(broker_name)
@@ -568,7 +595,7 @@ class RouteInfoManager:
             events += self.unregister_broker(
                 key[0], key[1], live.broker_name, live.broker_id, reason=RemovalReason.EXPIRED
             )
-            if not self._live_by_channel.get(live.channel):
+            if live.channel is not RECOVERED and not self._live_by_channel.get(live.channel):
                 channels.append(live.channel)
         return events, channels
 
@@ -879,23 +906,244 @@ class RouteInfoManager:
         return False
 
     def snapshot(self) -> dict[str, Any]:
-        """Brokers and topic queues as the journal's ``snapshot`` event records them."""
-        brokers = [
-            {
-                "cluster": cluster,
-                "broker_name": live.broker_name,
-                "broker_id": live.broker_id,
-                "broker_addr": addr,
-                "last_heartbeat_ts": live.last_update_ms,
-            }
-            for (cluster, addr), live in self.broker_live_table.items()
-        ]
+        """The whole state as the journal's ``snapshot`` event records it: what
+        ``restore_snapshot`` needs to answer every route query as this registry does now.
+
+        Brokers are listed group by group, in the order the groups joined, so that a restored
+        registry lists groups and clusters in the same order (cluster info is not sorted)."""
+        order = {name: index for index, name in enumerate(self.broker_addr_table)}
+        last = len(order)
+        brokers = []
+        for (cluster, addr), live in sorted(
+            self.broker_live_table.items(), key=lambda item: order.get(item[1].broker_name, last)
+        ):
+            group = self.broker_addr_table.get(live.broker_name)
+            brokers.append(
+                {
+                    "cluster": cluster,
+                    "broker_name": live.broker_name,
+                    "broker_id": live.broker_id,
+                    "broker_addr": addr,
+                    "last_heartbeat_ts": live.last_update_ms,
+                    "timeout_ms": live.timeout_ms,
+                    "ha_addr": live.ha_server_addr,
+                    "data_version": live.data_version.to_json(),
+                    "zone_name": group.zone_name if group is not None else None,
+                    "enable_acting_master": group is not None and group.enable_acting_master,
+                }
+            )
         topics = {topic: _queue_records(queues) for topic, queues in self.topic_queue_table.items()}
         mappings = {
             topic: {name: info.to_record() for name, info in per_group.items()}
             for topic, per_group in self.topic_queue_mapping.items()
         }
         return {"brokers": brokers, "topics": topics, "mappings": mappings}
+
+    # ------------------------------------------------------------------ recovery
+
+    # The journal's lines applied to the tables (warm restart, time travel). A recovered
+    # broker is *provisional*: live, with the last heartbeat, timeout and data version the
+    # journal recorded, but with no connection (RECOVERED), so it leaves by its deadline
+    # unless a registration replaces it. Records are checked as they are read (a journal is
+    # a file anyone may have edited): a field of the wrong type raises RecordError.
+
+    @property
+    def provisional_count(self) -> int:
+        """Recovered broker addresses that have not registered since."""
+        return len(self._provisional)
+
+    def is_provisional(self, cluster: str, broker_addr: str) -> bool:
+        return (cluster, broker_addr) in self._provisional
+
+    def reset(self) -> None:
+        """Forget every broker, topic and mapping (the settings stay): an empty server."""
+        for table in (
+            self.topic_queue_table,
+            self.broker_addr_table,
+            self.cluster_addr_table,
+            self.broker_live_table,
+            self.filter_server_table,
+            self._topics_by_broker,
+            self._live_by_channel,
+            self._provisional,
+            self._pruned_brokers,
+            self.topic_queue_mapping,
+            self._mapped_topics_by_broker,
+            self._queued_deadline,
+        ):
+            table.clear()
+        self._deadlines.clear()
+        self._route_cache.clear()
+        self.zone_route_cache.clear()
+        self.route_generation += 1
+
+    def restore_snapshot(self, record: Mapping[str, Any]) -> None:
+        """A journal ``snapshot`` replaces the whole state; every broker is provisional."""
+        brokers, topics = _field(record, "brokers", list), _field(record, "topics", dict)
+        mappings = _optional(record, "mappings", dict) or {}
+        self.reset()
+        for entry in brokers:
+            self._recover_broker(_record(entry), _field(entry, "last_heartbeat_ts", int))
+        for topic, queue_list in topics.items():
+            self._set_queues(topic, _records(queue_list))
+        for topic, per_group in mappings.items():
+            for info in _record(per_group).values():
+                self._store_mappings({topic: TopicQueueMappingInfo.from_json(info)})
+
+    def apply_registered(self, record: Mapping[str, Any]) -> None:
+        """A journal ``broker_registered``: the address (re)joins its group provisionally with
+        the line's time as its last heartbeat; the topics it names take the recorded queue
+        data (a journal older than ``topic_configs`` does not say: those are left as they
+        were), the topics it dropped leave the group, its static-topic mappings are kept."""
+        name = self._recover_broker(record, _field(record, "ts", int))
+        dropped = _strings(record, "topics_removed")
+        if dropped:
+            self._drop_topics_of(name, dropped, "not_in_registration")
+        configs = _optional(record, "topic_configs", dict) or {}
+        broker_topics = self._topics_by_broker.setdefault(name, set())
+        for topic in (*_strings(record, "topics_added"), *_strings(record, "topics_changed")):
+            config = configs.get(topic)
+            if config is not None:
+                self.topic_queue_table.setdefault(topic, {})[name] = _queue_data(name, config)
+                broker_topics.add(topic)
+        mapped = _optional(record, "topic_mappings", dict) or {}
+        self._store_mappings({t: TopicQueueMappingInfo.from_json(m) for t, m in mapped.items()})
+        self._invalidate(broker_topics)
+
+    def apply_heartbeat(self, record: Mapping[str, Any]) -> None:
+        """A journal ``broker_heartbeat``: the line's time becomes the last heartbeat."""
+        key = (_field(record, "cluster", str), _field(record, "broker_addr", str))
+        live = self.broker_live_table.get(key)
+        if live is not None:
+            live.last_update_ms = _field(record, "ts", int)
+
+    def apply_removed(self, record: Mapping[str, Any]) -> None:
+        """A journal ``broker_removed``: ``unregister_broker``'s rules (the group's topics go
+        with its last address; an acting-master group without master loses write perm)."""
+        self.unregister_broker(
+            _field(record, "cluster", str),
+            _field(record, "broker_addr", str),
+            _field(record, "broker_name", str),
+            _field(record, "broker_id", int),
+            reason=_optional(record, "reason", str) or RemovalReason.UNREGISTER,
+        )
+
+    def apply_topic_removed(self, record: Mapping[str, Any]) -> None:
+        """A journal ``topic_removed``: the topic has no route left (nothing to do when its
+        last broker's removal already took it)."""
+        self.delete_topic(_field(record, "topic", str))
+
+    def apply_topic_queues(self, record: Mapping[str, Any]) -> None:
+        """A journal ``topic_queues_changed``: the topic's whole queue data, replaced."""
+        self._set_queues(_field(record, "topic", str), _records(_field(record, "queues", list)))
+
+    def apply_perm(self, record: Mapping[str, Any]) -> None:
+        """A journal ``perm_changed``: wipe or add the write permission of a group."""
+        op = _field(record, "op", str)
+        if op not in ("wipe", "add"):
+            raise RecordError(f"perm_changed: unknown op {op[:32]!r}")
+        self._set_perm(_field(record, "broker_name", str), op)
+
+    def _recover_broker(self, entry: Mapping[str, Any], last_heartbeat_ms: int) -> str:
+        """A broker address of a snapshot or a registration line, live and provisional, in
+        its group as ``register_broker`` puts it there; returns the group name."""
+        cluster, name = _field(entry, "cluster", str), _field(entry, "broker_name", str)
+        addr, broker_id = _field(entry, "broker_addr", str), _field(entry, "broker_id", int)
+        timeout_ms = _optional(entry, "timeout_ms", int) or DEFAULT_BROKER_TIMEOUT_MS
+        raw_version = entry.get("data_version")
+        data_version = DataVersion() if raw_version is None else DataVersion.from_json(raw_version)
+        self.cluster_addr_table.setdefault(cluster, {})[name] = None
+        group = self.broker_addr_table.get(name)
+        if group is None:
+            group = self.broker_addr_table[name] = BrokerData(cluster=cluster, broker_name=name)
+        group.enable_acting_master = bool(_optional(entry, "enable_acting_master", bool))
+        group.zone_name = _optional(entry, "zone_name", str)
+        addrs = group.broker_addrs
+        for other_id in [i for i, a in addrs.items() if a == addr and i != broker_id]:
+            del addrs[other_id]
+        addrs[broker_id] = addr
+        key = (cluster, addr)
+        before = self.broker_live_table.get(key)
+        if before is not None and before.channel is not RECOVERED:
+            self._unlink_channel(before.channel, key)
+        live = self.broker_live_table[key] = BrokerLiveInfo(
+            last_update_ms=last_heartbeat_ms,
+            timeout_ms=timeout_ms,
+            data_version=data_version,
+            channel=RECOVERED,
+            ha_server_addr=_optional(entry, "ha_addr", str),
+            broker_name=name,
+            broker_id=broker_id,
+        )
+        self._provisional.add(key)
+        queued = self._queued_deadline.get(key)
+        if queued is None or queued > last_heartbeat_ms + timeout_ms:
+            self._push_deadline(key, live)
+        return name
+
+    def _set_queues(self, topic: str, queue_list: list[Mapping[str, Any]]) -> None:
+        """Replace a topic's queue data (in the recorded order); groups no longer listed lose
+        the topic and their mappings of it, as DELETE_TOPIC takes them."""
+        queues: dict[str, QueueData] = {}
+        for entry in queue_list:
+            name = _field(entry, "broker_name", str)
+            queues[name] = _queue_data(name, entry)
+        for name in self.topic_queue_table.get(topic, {}).keys() - queues.keys():
+            self._topics_by_broker.get(name, set()).discard(topic)
+            self._drop_mappings(name, (topic,))
+        for name in queues:
+            self._topics_by_broker.setdefault(name, set()).add(topic)
+        if queues:
+            self.topic_queue_table[topic] = queues
+        elif self.topic_queue_table.pop(topic, None) is not None:
+            self._drop_topic_mappings(topic)
+        self._invalidate((topic,))
+
+
+class RecordError(ValueError):
+    """A journal line without the shape docs/journal.md gives it (read, never trusted)."""
+
+
+def _field(record: Mapping[str, Any], name: str, kind: type[Any]) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise RecordError(f"{record.get('type') or 'entry'}: {name} is not {kind.__name__}")
+    return value
+
+
+def _optional(record: Mapping[str, Any], name: str, kind: type[Any]) -> Any:
+    """A field older journals lack (or Spark rows give as null): None then."""
+    return None if record.get(name) is None else _field(record, name, kind)
+
+
+def _record(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _records(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        raise RecordError(f"expected an array, got {type(value).__name__}")
+    return [_record(v) for v in value]
+
+
+def _strings(record: Mapping[str, Any], name: str) -> list[str]:
+    values = _optional(record, name, list) or []
+    if not all(isinstance(v, str) for v in values):
+        raise RecordError(f"{record.get('type') or 'entry'}: {name} holds a non-string")
+    return values
+
+
+def _queue_data(broker_name: str, entry: Mapping[str, Any]) -> QueueData:
+    """A queue entry as the journal writes it (``_queue_records``, ``topic_configs``)."""
+    return QueueData(
+        broker_name=broker_name,
+        read_queue_nums=_field(entry, "read", int),
+        write_queue_nums=_field(entry, "write", int),
+        perm=_field(entry, "perm", int),
+        topic_sys_flag=_optional(entry, "sys_flag", int) or 0,
+    )
 
 
 def filter_by_zone(route: dict[str, Any], zone: str) -> dict[str, Any]:
@@ -951,6 +1199,7 @@ def _queue_records(queues: dict[str, QueueData]) -> list[dict[str, Any]]:
             "read": q.read_queue_nums,
             "write": q.write_queue_nums,
             "perm": q.perm,
+            "sys_flag": q.topic_sys_flag,
         }
         for q in queues.values()
     ]

@@ -375,6 +375,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
          "The journal's instance name and directory (empty: host:port)."),
     _key("journalEnable", B, RESTART, False, "pynamesrv", "Write the route-change journal."),
+    _key("warmRestart", B, RESTART, False, "pynamesrv",
+         "Serve the routes recovered from the journal at start (the last snapshot and the "
+         "lines after it; brokers provisional until they register again or expire). Needs "
+         "the journal and an instance name known before the port opens (instanceName, or "
+         "a listenPort other than 0)."),
     _key("journalDir", Kind.PATH, RESTART, False, "pynamesrv",
          "Journal root directory (empty: <rocketmqHome>/journal)."),
     _key("journalFlushIntervalMs", N, RESTART, False, "pynamesrv",

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class BrokerView:
-    """One address of a broker group and its liveness (None: registered but not live)."""
+    """One address of a broker group and its liveness (None: registered but not live);
+    ``provisional``: recovered from the journal at start and not registered since."""
 
     broker_id: int
     address: str
     live: BrokerLiveInfo | None
+    provisional: bool = False
 
 
 class NamesrvView:
@@ -51,8 +53,22 @@ class NamesrvView:
 
     @property
     def ready(self) -> bool:
-        """Serving route queries: the remoting port is bound."""
+        """Serving route queries: the remoting port is bound (routes recovered before)."""
         return self._ctrl.port != 0
+
+    def waiting_for_service(self) -> bool:
+        """The 5.x start-up wait (needWaitForService) still answers route queries errors."""
+        return self._ctrl.processor.waiting_for_service()
+
+    def provisional_brokers(self) -> int:
+        """Broker addresses recovered at start that have neither registered since nor
+        expired: routed from the journal's word alone."""
+        return self._ctrl.routes.provisional_count
+
+    def recovered(self) -> dict[str, Any] | None:
+        """What the start recovered from the journal (``server_started``'s ``recovered``)."""
+        found = self._ctrl.recovered
+        return found.to_record() if found is not None else None
 
     @property
     def ns_addr_list(self) -> str:
@@ -121,7 +137,12 @@ class NamesrvView:
             yield (
                 name,
                 [
-                    BrokerView(broker_id, addr, routes.broker_live_table.get((cluster, addr)))
+                    BrokerView(
+                        broker_id,
+                        addr,
+                        routes.broker_live_table.get((cluster, addr)),
+                        routes.is_provisional(cluster, addr),
+                    )
                     for broker_id, addr in sorted(broker_data.broker_addrs.items())
                 ],
             )
