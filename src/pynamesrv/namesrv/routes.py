@@ -589,8 +589,11 @@ class RouteInfoManager:
             live = self.broker_live_table.get(key)
             if live is None:
                 continue
-            if live.last_update_ms + live.timeout_ms >= now_ms:
-                self._push_deadline(key, live)  # refreshed since: wait for the real deadline
+            if live.last_update_ms + live.timeout_ms != deadline:
+                # Refreshed since it was queued: queue the real deadline, even if it passed
+                # too, so that brokers always leave in (deadline, address) order, however
+                # their entries were queued (a registry rebuilt from the journal agrees).
+                self._push_deadline(key, live)
                 continue
             events += self.unregister_broker(
                 key[0], key[1], live.broker_name, live.broker_id, reason=RemovalReason.EXPIRED
