@@ -6,11 +6,12 @@ loaded copy keeps threads and log files open for the life of the process.
 
     python cpp_send.py --namesrv 127.0.0.1:9876 --topic T --body hello --group G
     python cpp_send.py --namesrv-domain http://127.0.0.1:8080/nsaddr ...
+    python cpp_send.py --namesrv ... --topic A --topic B ...   # B after a line on stdin
 
-Prints one JSON line on stdout: ``{"ok": true, "status": "OK", "msg_id": ..., "offset": ...}``
-or ``{"ok": false, "error": ...}``; exit code 0 on SEND_OK, 1 on a failed send, 2 on the hard
-timeout. The C++ client writes its logs to ``$HOME/logs/rocketmq-cpp/``: callers point HOME
-at a scratch directory.
+Prints one JSON line per send on stdout: ``{"ok": true, "topic": ..., "status": "OK",
+"msg_id": ..., "offset": ...}``, or ``{"ok": false, "error": ...}``; exit code 0 when every
+send got SEND_OK, 1 on a failed send, 2 on the hard timeout. The C++ client writes its logs
+to ``$HOME/logs/rocketmq-cpp/``: callers point HOME at a scratch directory.
 """
 
 from __future__ import annotations
@@ -49,7 +50,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--namesrv", help="name server address list, host:port[;host:port]")
     where.add_argument("--namesrv-domain", help="URL the client fetches the name server list from")
-    parser.add_argument("--topic", required=True)
+    parser.add_argument(
+        "--topic",
+        required=True,
+        action="append",
+        help="repeatable: one message per topic, each after the first once a line arrives "
+        "on stdin (the same producer, e.g. across a name-server restart)",
+    )
     parser.add_argument("--body", required=True, help="message body (UTF-8 text, no NUL)")
     parser.add_argument("--group", required=True, help="producer group")
     parser.add_argument("--tags", default="TagCpp")
@@ -75,29 +82,35 @@ def main(argv: list[str] | None = None) -> int:
         producer.set_namesrv_domain(args.namesrv_domain)
     else:
         producer.set_namesrv_addr(args.namesrv)
+    code = EXIT_OK
     try:
         producer.start()
-        msg = Message(args.topic)
-        if args.tags:
-            msg.set_tags(args.tags)
-        if args.keys:
-            msg.set_keys(args.keys)
-        msg.set_body(args.body)
-        result = producer.send_sync(msg)
+        for index, topic in enumerate(args.topic):
+            if index:  # the next topic after a line on stdin: the caller's cue
+                sys.stdin.readline()
+            msg = Message(topic)
+            if args.tags:
+                msg.set_tags(args.tags)
+            if args.keys:
+                msg.set_keys(args.keys)
+            msg.set_body(args.body)
+            result = producer.send_sync(msg)
+            ok = result.status == SendStatus.OK
+            _emit(
+                {
+                    "ok": ok,
+                    "topic": topic,
+                    "status": result.status.name,
+                    "msg_id": result.msg_id,
+                    "offset": result.offset,
+                }
+            )
+            if not ok:
+                code = EXIT_SEND_FAILED
+                break
     except Exception as exc:  # the binding raises its own exception types
         _emit({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         code = EXIT_SEND_FAILED
-    else:
-        ok = result.status == SendStatus.OK
-        _emit(
-            {
-                "ok": ok,
-                "status": result.status.name,
-                "msg_id": result.msg_id,
-                "offset": result.offset,
-            }
-        )
-        code = EXIT_OK if ok else EXIT_SEND_FAILED
     if not args.no_shutdown:
         producer.shutdown()
     # Skip interpreter teardown: the binding's __del__ methods call into the library again.

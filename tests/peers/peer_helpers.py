@@ -107,3 +107,59 @@ async def run_client(
         stderr=err.decode("utf-8", "replace"),
         timed_out=timed_out,
     )
+
+
+class SteppedClient:
+    """A client script sending one message per topic, each after the first on a line sent
+    to its stdin: the same producer process, e.g. across a name-server restart. Each result
+    line is awaited as it comes (an event), the hard timeout only guards against a hang."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.env = env
+        self.proc: asyncio.subprocess.Process | None = None
+        self.results: list[dict[str, Any]] = []
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=PEERS_DIR,
+        )
+
+    async def next_result(self, timeout: float) -> dict[str, Any]:
+        """The next JSON line the script prints (its result for one send)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        while True:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            if not line:
+                raise AssertionError(f"client ended early\n{await self.finish(timeout)}")
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                self.results.append(value)
+                return value
+
+    def step(self) -> None:
+        """Cue the next send."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(b"next\n")
+
+    async def finish(self, timeout: float) -> str:
+        """Wait for the exit (killing a hung client) and describe the run for messages."""
+        assert self.proc is not None
+        try:
+            _, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        except TimeoutError:
+            self.proc.kill()  # our own child, by its handle
+            _, err = await self.proc.communicate()
+        tail = "\n".join(err.decode("utf-8", "replace").strip().splitlines()[-40:])
+        return (
+            f"client {' '.join(self.argv)}\n exit={self.proc.returncode}\n"
+            f" results: {self.results}\n stderr (tail):\n{tail}"
+        )

@@ -130,7 +130,7 @@ def test_every_line_parses_with_the_schema_fields_and_types(small, lines) -> Non
                 *record["topics_changed"],
             }
             for config in record["topic_configs"].values():
-                assert set(config) == {"read", "write", "perm"}
+                assert set(config) == {"read", "write", "perm", "sys_flag"}
         if kind == "route_queries":
             assert record["window_ms"] <= 60_000
             assert all(type(n) is int and n > 0 for n in record["counts"].values())

@@ -52,7 +52,7 @@ def health(view: NamesrvView) -> tuple[int, str]:
         return 503, "waiting for service"
     provisional = view.provisional_brokers()
     if provisional:
-        return 200, f"recovering: {provisional} provisional brokers"
+        return 200, f"recovering: {provisional} provisional broker{'s' if provisional > 1 else ''}"
     return 200, "ok"
 
 

@@ -1,10 +1,13 @@
 'use strict';
 // Send one message with the real ali-ons producer and print the send result as JSON.
 //
-// Usage: node send.js <namesrvAddr> <topic> <body> <producerGroup> [tags] [timeoutMs]
-// Prints one JSON line on stdout: {"ok":true,"sendStatus":...,"msgId":...,"messageQueue":...}
-// or {"ok":false,"error":...}; exit code 0 on SEND_OK, 1 otherwise. ali-ons' own log lines
-// go to stderr so that stdout stays machine-readable.
+// Usage: node send.js <namesrvAddr> <topic[,topic...]> <body> <producerGroup> [tags] [timeoutMs]
+// Prints one JSON line per send on stdout: {"ok":true,"sendStatus":...,"msgId":...,
+// "messageQueue":...}, or {"ok":false,"error":...}; exit code 0 when every send got SEND_OK,
+// 1 otherwise. With several topics (RocketMQ topic names hold no comma) the same producer
+// sends one message to each, every one after the first once a line arrives on stdin (the
+// caller's cue, e.g. after restarting the name server). ali-ons' own log lines go to stderr
+// so that stdout stays machine-readable.
 //
 // The constructor is set up so that ali-ons never reaches a cloud endpoint: `nameSrv` is
 // given (so `onsAddr` is never fetched over HTTP), `httpclient` is a stub that fails if it
@@ -41,6 +44,24 @@ const httpclientStub = {
   },
 };
 
+// The next line on stdin (the caller's cue to send the next message).
+const readline = require('readline');
+const stdinLines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+function describe(result) {
+  return {
+    ok: result.sendStatus === 'SEND_OK',
+    sendStatus: result.sendStatus,
+    msgId: result.msgId,
+    queueOffset: result.queueOffset,
+    messageQueue: {
+      topic: result.messageQueue.topic,
+      brokerName: result.messageQueue.brokerName,
+      queueId: Number(result.messageQueue.queueId),
+    },
+  };
+}
+
 async function main() {
   const producer = new Producer({
     nameSrv: namesrv,
@@ -55,27 +76,23 @@ async function main() {
   });
   producer.on('error', err => console.error('[producer error]', err));
   await producer.ready();
-  let result;
+  const topics = topic.split(',');
+  let last;
   try {
-    const msg = new Message(topic, tags, Buffer.from(body, 'utf8'));
-    result = await producer.send(msg);
+    for (const [index, name] of topics.entries()) {
+      if (index) await stdinLines.next();
+      const msg = new Message(name, tags, Buffer.from(body, 'utf8'));
+      last = describe(await producer.send(msg));
+      if (!last.ok) break;
+      if (index < topics.length - 1) process.stdout.write(JSON.stringify(last) + '\n');
+    }
   } finally {
     await producer.close().catch(err => console.error('[close error]', err));
   }
-  return result;
+  return last;
 }
 
 main().then(
-  result => finish({
-    ok: result.sendStatus === 'SEND_OK',
-    sendStatus: result.sendStatus,
-    msgId: result.msgId,
-    queueOffset: result.queueOffset,
-    messageQueue: {
-      topic: result.messageQueue.topic,
-      brokerName: result.messageQueue.brokerName,
-      queueId: Number(result.messageQueue.queueId),
-    },
-  }, result.sendStatus === 'SEND_OK' ? 0 : 1),
+  result => finish(result, result.ok ? 0 : 1),
   err => finish({ ok: false, error: String(err && err.stack || err), code: err && err.code }, 1)
 );
