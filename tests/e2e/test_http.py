@@ -312,8 +312,10 @@ async def test_healthz_503_before_the_name_server_serves(tmp_path: Path) -> None
     http = HttpServer(ctrl.view)
     port = await http.start("127.0.0.1", 0)
     try:
-        status, _, _ = await get(port, "/healthz")
-        assert status == 503
+        status, _, body = await get(port, "/healthz")
+        assert (status, body) == (503, b"starting")
+        status, _, body = await get(port, "/healthz/live")  # alive all the same
+        assert (status, body) == (200, b"live")
         samples, _ = await scrape(port)
         assert value(samples, "pynamesrv_ready") == 0
         assert value(samples, "process_start_time_seconds") > 0  # the process is up

@@ -262,3 +262,48 @@ async def test_status_page_marks_read_only_brokers_and_keeps_its_layout(
             await client.stop()
         await http.stop()
         await ctrl.stop()
+
+
+async def test_status_page_shows_a_warm_restart_until_the_brokers_register_again(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    """After a restart the header says how many recovered brokers are still provisional and
+    each one's row says so; a registration makes the broker (and then the server) normal."""
+    page = browser_page
+
+    def server(port: int = 0) -> NamesrvController:
+        config = NamesrvConfig(
+            listen_port=port,
+            kv_config_path=str(tmp_path / "kv.json"),
+            config_store_path=str(tmp_path / "ns.properties"),
+            journal_dir=str(tmp_path / "journal"),
+            instance_name="status-warm",
+            http_port=0,
+        )
+        return NamesrvController(config, host="127.0.0.1")
+
+    first = server()
+    await first.start()
+    recovered = broker(first, "broker-warm", 10911, {"Payments": (4, 4, 6)})
+    assert all(o.ok for o in await recovered.start())
+    await first.stop()
+    ctrl = server(first.port)  # the address the broker registers with
+    await ctrl.start()
+    http = HttpServer(ctrl.view)
+    await http.start("127.0.0.1", 0)
+    try:
+        await page.goto(f"http://127.0.0.1:{http.port}/")
+        ready = page.locator("#ready")
+        await page.locator("#ready", has_text="recovering: 1 provisional").wait_for()
+        assert "warn" in (await ready.get_attribute("class") or "")
+        assert "not registered again" in (await ready.get_attribute("title") or "")
+        row = page.locator(".cluster tr.broker", has_text="127.0.0.1:10911")
+        assert await row.locator(".pill.provisional").inner_text() == "provisional"
+
+        assert all(o.ok for o in await recovered.register_all())
+        await page.locator("#ready", has_text="ready").wait_for()
+        await row.locator(".pill.provisional").wait_for(state="detached")
+    finally:
+        await recovered.stop()
+        await http.stop()
+        await ctrl.stop()
