@@ -987,11 +987,20 @@ class RouteInfoManager:
         self.reset()
         for entry in brokers:
             self._recover_broker(_record(entry), _field(entry, "last_heartbeat_ts", int))
-        for topic, queue_list in topics.items():
-            self._set_queues(topic, _records(queue_list))
+        by_broker = self._topics_by_broker
+        for topic, queue_list in topics.items():  # into empty tables: no old data to replace
+            queues = _queue_table(queue_list)
+            if queues:
+                self.topic_queue_table[topic] = queues
+                for name in queues:
+                    topics_of = by_broker.get(name)
+                    if topics_of is None:
+                        topics_of = by_broker[name] = set()
+                    topics_of.add(topic)
         for topic, per_group in mappings.items():
             for info in _record(per_group).values():
                 self._store_mappings({topic: TopicQueueMappingInfo.from_json(info)})
+        self.route_generation += 1
 
     def apply_registered(self, record: Mapping[str, Any]) -> None:
         """A journal ``broker_registered``: the address (re)joins its group provisionally with
@@ -1038,7 +1047,7 @@ class RouteInfoManager:
 
     def apply_topic_queues(self, record: Mapping[str, Any]) -> None:
         """A journal ``topic_queues_changed``: the topic's whole queue data, replaced."""
-        self._set_queues(_field(record, "topic", str), _records(_field(record, "queues", list)))
+        self._set_queues(_field(record, "topic", str), _field(record, "queues", list))
 
     def apply_perm(self, record: Mapping[str, Any]) -> None:
         """A journal ``perm_changed``: wipe or add the write permission of a group."""
@@ -1084,13 +1093,10 @@ class RouteInfoManager:
             self._push_deadline(key, live)
         return name
 
-    def _set_queues(self, topic: str, queue_list: list[Mapping[str, Any]]) -> None:
+    def _set_queues(self, topic: str, queue_list: list[Any]) -> None:
         """Replace a topic's queue data (in the recorded order); groups no longer listed lose
         the topic and their mappings of it, as DELETE_TOPIC takes them."""
-        queues: dict[str, QueueData] = {}
-        for entry in queue_list:
-            name = _field(entry, "broker_name", str)
-            queues[name] = _queue_data(name, entry)
+        queues = _queue_table(queue_list)
         for name in self.topic_queue_table.get(topic, {}).keys() - queues.keys():
             self._topics_by_broker.get(name, set()).discard(topic)
             self._drop_mappings(name, (topic,))
@@ -1109,6 +1115,8 @@ class RecordError(ValueError):
 
 def _field(record: Mapping[str, Any], name: str, kind: type[Any]) -> Any:
     value = record.get(name)
+    if type(value) is kind:  # the common case, checked first: a snapshot has 100,000s
+        return value
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise RecordError(f"{record.get('type') or 'entry'}: {name} is not {kind.__name__}")
     return value
@@ -1125,10 +1133,16 @@ def _record(value: Any) -> Mapping[str, Any]:
     return value
 
 
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list):
-        raise RecordError(f"expected an array, got {type(value).__name__}")
-    return [_record(v) for v in value]
+def _queue_table(queue_list: Any) -> dict[str, QueueData]:
+    """A topic's queue entries as the journal lists them, by broker name, in their order."""
+    if type(queue_list) is not list:
+        raise RecordError(f"queue data: expected an array, got {type(queue_list).__name__}")
+    queues: dict[str, QueueData] = {}
+    for entry in queue_list:
+        record = entry if type(entry) is dict else _record(entry)
+        name = _field(record, "broker_name", str)
+        queues[name] = _queue_data(name, record)
+    return queues
 
 
 def _strings(record: Mapping[str, Any], name: str) -> list[str]:
@@ -1140,13 +1154,13 @@ def _strings(record: Mapping[str, Any], name: str) -> list[str]:
 
 def _queue_data(broker_name: str, entry: Mapping[str, Any]) -> QueueData:
     """A queue entry as the journal writes it (``_queue_records``, ``topic_configs``)."""
-    return QueueData(
-        broker_name=broker_name,
-        read_queue_nums=_field(entry, "read", int),
-        write_queue_nums=_field(entry, "write", int),
-        perm=_field(entry, "perm", int),
-        topic_sys_flag=_optional(entry, "sys_flag", int) or 0,
-    )
+    read, write, perm = entry.get("read"), entry.get("write"), entry.get("perm")
+    flag = entry.get("sys_flag") or 0  # journals older than sys_flag: 0
+    if type(read) is not int or type(write) is not int or type(perm) is not int:
+        raise RecordError(f"queue data of {broker_name[:64]!r}: read, write, perm must be ints")
+    if type(flag) is not int:
+        raise RecordError(f"queue data of {broker_name[:64]!r}: sys_flag is not int")
+    return QueueData(broker_name, read, write, perm, flag)
 
 
 def filter_by_zone(route: dict[str, Any], zone: str) -> dict[str, Any]:
