@@ -264,13 +264,16 @@ class NamesrvController:
             )
             self._recovering = True
             self.add_listener(self._watch_recovery)
-        else:
+        elif found.expired_on_load:
             log.info(
                 "routes not recovered: the heartbeat timeout of all %d brokers of the journal "
                 "(as of %s) passed while the server was down",
                 found.expired_on_load,
                 iso_ms(found.from_ts),
             )
+        else:
+            log.info("routes not recovered: the journal (as of %s) ends with no broker",
+                     iso_ms(found.from_ts))  # fmt: skip
 
     def _watch_recovery(self, events: list[Event]) -> None:
         """Say once when the last provisional broker registered again or expired."""
