@@ -263,6 +263,7 @@ class NamesrvController:
         if self.journal is None:
             return
         counts, misses, other = self.stats.take_topic_counts()
+        counts.update(self.route_fast_path.take_hits())
         extra = {"misses_other": other} if other else {}
         self.journal.record(
             "route_queries",
