@@ -26,6 +26,7 @@ from pynamesrv.namesrv.eventlog import EventLog
 from pynamesrv.namesrv.events import ConfigChanged, Event
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
+from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.journal import Journal
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
@@ -162,6 +163,8 @@ class NamesrvController:
             EventLog(),
             self.notifier.on_events,
         ]
+        self.heap = HeapKeeper()
+        self._listeners.append(self.heap.on_events)
         self.view = NamesrvView(self)
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
@@ -198,6 +201,7 @@ class NamesrvController:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
         if self.config.journal_enable:
             await self._start_journal()
+        self.heap.freeze()
 
     def _log_access(self, host: str) -> None:
         """Say how admin writes are guarded; warn when anyone on the network may make them."""
@@ -297,6 +301,7 @@ class NamesrvController:
         await self.server.stop()
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)
         self._writer.shutdown(wait=True)
+        self.heap.release()
         log.info("The Name Server stopped")
 
     @staticmethod
