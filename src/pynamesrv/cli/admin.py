@@ -639,16 +639,23 @@ def topic_list(opts: Options, cluster_model: bool, concurrency: int) -> None:
 
 @_admin_command("topicRoute")
 @click.option("-t", "--topic", required=True, help="Topic name.")
-def topic_route(opts: Options, topic: str) -> None:
+@click.option(
+    "--digest",
+    is_flag=True,
+    help="Also print the route's SHA-256 digest, comparable with pipeline routes-at.",
+)
+def topic_route(opts: Options, topic: str, digest: bool) -> None:
     """Show a topic's brokers and queues.
 
-    GET_ROUTEINFO_BY_TOPIC; a topic without a route exits 1 (TOPIC_NOT_EXIST).
+    GET_ROUTEINFO_BY_TOPIC; a topic without a route exits 1 (TOPIC_NOT_EXIST). --digest adds
+    the digest ``pynamesrv pipeline routes-at`` prints for a route rebuilt from the journal.
     """
 
     async def job(session: Session) -> int:
         addr, route = await read_route(session, topic)
+        extra = {"digest": _route_digest(route)} if digest else {}
         if opts.json:
-            _print_json({"namesrv": addr, "topic": topic, "route": route})
+            _print_json({"namesrv": addr, "topic": topic, "route": route, **extra})
             return EXIT_OK
         console = _console()
         brokers = _table("Brokers", "Broker", "Cluster", "BID", "Address")
@@ -676,9 +683,18 @@ def topic_route(opts: Options, topic: str) -> None:
         console.print(queues)
         if route.get("orderTopicConf"):
             console.print(Text(f"orderTopicConf: {route['orderTopicConf']}"))
+        if digest:
+            console.print(Text(f"digest: {extra['digest']}"))
         return EXIT_OK
 
     _run(opts, job)
+
+
+def _route_digest(route: dict[str, Any]) -> str:
+    """The canonical digest of a live route (``pipeline.timetravel``: pure Python, no Spark)."""
+    from pynamesrv.pipeline.timetravel import route_digest
+
+    return route_digest(route)
 
 
 @_admin_command("topicClusterList")
