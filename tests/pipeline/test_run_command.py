@@ -62,12 +62,14 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
          "--out", str(out), "--heartbeat-interval", "30"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    for stage in ("read journal", *TABLES, "report.html"):
+    for stage in ("journal files", "ingest", *TABLES, "report.html", "publish"):
         assert stage in result.stderr
     assert "10 events from 1 instance(s)" in result.stderr  # the torn line is not an event
+    assert "skipped 1 malformed line(s)" in " ".join(result.stderr.split())
     for name in TABLES:
-        assert list((out / name).glob("*.parquet")), name
-    assert (out / "report.html").stat().st_size > 1000
+        assert list((out / name).rglob("*.parquet")), name
+    report = (out / "report.html").read_text()
+    assert len(report) > 1000 and "malformed" in report
     sessions = spark.read.parquet(str(out / "broker_sessions")).collect()
     assert sorted((s["broker_addr"], s["end_reason"]) for s in sessions) == [
         (A1, "server_lost"),
