@@ -13,12 +13,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Stamp files make a second `make` skip installs until pyproject.toml changes.
-$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+# Stamp files make a second `make` skip installs until the package definition or the C fast
+# path changes (pip builds it; without a C compiler pynamesrv runs the Python twin).
+$(VENV)/.installed-run: pyproject.toml setup.py src/pynamesrv/namesrv/_fastpath.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py src/pynamesrv/namesrv/_fastpath.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,peers,pipeline]'
 	touch $@
 

@@ -30,6 +30,7 @@ from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.cli.main import cli
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.pipeline.timetravel import route_digest
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import ResponseCode
@@ -722,6 +723,22 @@ async def test_topic_route_prints_the_route_as_mqadmin_does(
     assert text.startswith(
         '{\n\t"brokerDatas":[\n\t\t{\n\t\t\t"brokerAddrs":{0:"127.0.0.1:10917"\n'
     )
+
+
+async def test_topic_route_digest_is_the_one_routes_at_prints(
+    start_namesrv: StartNamesrv, start_broker: StartBroker
+) -> None:
+    """``--digest`` is the canonical digest of the live answer, which pipeline time travel
+    prints for the route it rebuilds (tests/pipeline/test_real_server.py ties the two)."""
+    ns = await start_namesrv()
+    n = addr(ns)
+    await start_broker([ns], "broker-d", "127.0.0.1:10918", DigestTopic=(4, 4))
+    body = ns.view.route_body("DigestTopic")
+    assert body is not None
+    shown = await admin("-n", n, "--json", "topicRoute", "-t", "DigestTopic", "--digest")
+    assert shown.json()["digest"] == route_digest(body)
+    text = (await admin("-n", n, "topicRoute", "-t", "DigestTopic", "--digest")).out
+    assert text.splitlines()[-1] == f"digest: {route_digest(body)}"
 
 
 async def test_json_errors_are_json_on_stdout_too() -> None:

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pynamesrv.pipeline.generate import GroundTruth, generate
-from pynamesrv.pipeline.job import TABLES, Derived, PipelineResult, run_pipeline
+from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, PipelineResult, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
 
 from .journals import assert_same_rows
@@ -67,10 +67,13 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
 ) -> None:
     _, truth = stopped
     out, result, stages = job
-    assert stages == ["read journal", "running intervals", "sessions", *TABLES, "report.html"]
+    assert stages == [
+        "journal files", "ingest", "running intervals", "sessions", *TABLES, "state",
+        "report.html", "publish",
+    ]  # fmt: skip
     for name in TABLES:
         frame = spark.read.parquet(str(out / name))
-        assert_same_rows(frame.collect(), truth.table(name), frame.columns)
+        assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
         assert result.rows[name] == len(truth.table(name))
     assert all(truth.table(name) for name in TABLES)  # the scenario exercises every table
 
@@ -102,5 +105,5 @@ def test_open_sessions_at_the_end_match_the_ground_truth(
     derived, truth = still_running
     for name in TABLES:
         frame = derived.table(name)
-        assert_same_rows(frame.collect(), truth.table(name), frame.columns)
+        assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
     assert any(row["end_ts"] is None for row in truth.broker_sessions)

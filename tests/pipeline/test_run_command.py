@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
@@ -62,12 +64,14 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
          "--out", str(out), "--heartbeat-interval", "30"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    for stage in ("read journal", *TABLES, "report.html"):
+    for stage in ("journal files", "ingest", *TABLES, "report.html", "publish"):
         assert stage in result.stderr
     assert "10 events from 1 instance(s)" in result.stderr  # the torn line is not an event
+    assert "skipped 1 malformed line(s)" in " ".join(result.stderr.split())
     for name in TABLES:
-        assert list((out / name).glob("*.parquet")), name
-    assert (out / "report.html").stat().st_size > 1000
+        assert list((out / name).rglob("*.parquet")), name
+    report = (out / "report.html").read_text()
+    assert len(report) > 1000 and "malformed" in report
     sessions = spark.read.parquet(str(out / "broker_sessions")).collect()
     assert sorted((s["broker_addr"], s["end_reason"]) for s in sessions) == [
         (A1, "server_lost"),
@@ -100,3 +104,16 @@ def test_from_to_window_starts_a_run_at_its_first_event(
     expected = [("n1:1", "C", "b1", 0, A1, ms(210), None, None, None)]
     assert_same_rows(sessions, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected],
                      SESSION_COLUMNS)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", [["run", "--out", "o"], ["routes-at", "--time", "0"]])
+def test_without_pyspark_one_line_says_what_to_install(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the extra were not installed
+    result = CliRunner().invoke(pipeline, [*command, "--journal", "j"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: PySpark is not installed: pip install 'pynamesrv[pipeline]' (Spark also needs "
+        "Java 17 on the PATH or in JAVA_HOME)"
+    ]

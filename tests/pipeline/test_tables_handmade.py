@@ -243,10 +243,8 @@ def test_stale_route_exposure_unions_stale_brokers_per_topic_minute(
 def test_longer_heartbeat_interval_shrinks_exposure(
     spark: SparkSession, exposure_journal: Derived
 ) -> None:
-    from pynamesrv.pipeline.exposure import stale_route_exposure
-
     # H = 60 s: only bB's silence (last heartbeat 20, expired 140) is long enough: [80, 140).
-    actual = stale_route_exposure(exposure_journal.tagged, 60.0).collect()
+    actual = exposure_journal.exposure(60.0).collect()
     expected = [
         {"ns": "x:1", "topic": "T", "minute": T0 + 60_000, "stale_brokers": 1, "queries": 20,
          "stale_seconds": 40.0, "exposed_queries": 20 * 40 / 60},

@@ -2,12 +2,20 @@
 
 Spark is imported only inside the commands: ``pynamesrv serve`` must start without PySpark
 installed (it is the ``pipeline`` extra).
+
+A failure is one line: what went wrong (the innermost Java cause, not 128 lines of Py4J) and
+the file holding the full Python and JVM trace.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -57,16 +65,86 @@ JOURNAL_HELP = (
 MASTER_HELP = "Spark master (default: the spark-submit one, else local[*] embedded)."
 
 
+SHARED_HELP = (
+    "The --journal and --out paths are plain local paths that every Spark worker sees too "
+    "(one machine, NFS); without it they are refused with a cluster master."
+)
+
+
+def _log_path() -> Path:
+    directory = Path(os.environ.get("PYNAMESRV_LOG_DIR") or tempfile.gettempdir())
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return directory / f"pynamesrv-pipeline-{stamp}-{os.getpid()}.log"
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost Java cause of a Spark / Py4J failure, else the exception's first line."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None:
+                java = java.getCause()
+            text = str(java.toString())
+        except Exception:  # the JVM is gone: fall back to the Python side
+            text = str(exc)
+    else:
+        text = str(exc)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    return first if len(first) <= 400 else first[:397] + "..."
+
+
 @contextmanager
 def _spark_errors() -> Iterator[None]:
-    """A missing path or unreadable input is the operator's to fix: one line, no JVM trace."""
-    from pyspark.errors import AnalysisException
+    """Everything the operator has to fix is one line; the full trace goes to a log file."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from pynamesrv.pipeline.job import SharedPathError
+    from pynamesrv.pipeline.store import JournalError
 
     try:
         yield
-    except AnalysisException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        raise click.ClickException(first) from exc
+    except (JournalError, SharedPathError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except (PySparkException, Py4JError, OSError) as exc:
+        log = _log_path()
+        try:
+            log.write_text(traceback.format_exc(), encoding="utf-8")
+            where = f" (details: {log})"
+        except OSError:
+            where = ""
+        raise click.ClickException(f"{_root_cause(exc)}{where}") from exc
+
+
+def _quiet_pyspark_logging() -> None:
+    """PySpark logs every failed query as a JSON line on stderr before raising it; the CLI
+    reports failures itself (one line and a log file)."""
+    logging.getLogger("DataFrameQueryContextLogger").disabled = True
+
+
+def _check_shared(
+    master: str | None, journals: tuple[str, ...], out: str, shared: bool, spark: Any = None
+) -> None:
+    """Refuse plain local paths with a cluster master (``job.check_shared``): before Spark
+    starts when --master says so, and again with the master spark-submit chose and the
+    filesystem Hadoop resolves each path to."""
+    from pynamesrv.pipeline.job import check_shared
+
+    if shared:
+        return
+    options = [("--out", out), *(("--journal", j) for j in journals)]
+    if spark is None:
+        if master is not None:
+            check_shared(master, options, _scheme_of)
+        return
+    from pynamesrv.pipeline.fs import HadoopFS
+
+    check_shared(spark.sparkContext.master, options, HadoopFS(spark).scheme)
+
+
+def _scheme_of(path: str) -> str:
+    return path.split("://", 1)[0] if "://" in path else "file"
 
 
 def _no_active_session() -> bool:
@@ -75,6 +153,17 @@ def _no_active_session() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is None
+
+
+def _require_pyspark() -> None:
+    """Spark is the optional 'pipeline' extra: without it, one line says how to get it."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise click.ClickException(
+            "PySpark is not installed: pip install 'pynamesrv[pipeline]' (Spark also needs "
+            "Java 17 on the PATH or in JAVA_HOME)"
+        ) from exc
 
 
 @click.group()
@@ -90,11 +179,13 @@ def pipeline() -> None:
 @click.option("--to", "to_ts", type=TIME, default=None, help="Keep events before T.")
 @click.option(
     "--heartbeat-interval",
-    type=float,
+    type=click.FloatRange(0, 3600, min_open=True),
     default=30.0,
     show_default=True,
     help="Seconds after a heartbeat from which a broker counts as stale.",
 )
+@click.option("--full", is_flag=True, help="Recompute every table from all ingested history.")
+@click.option("--shared-path", is_flag=True, help=SHARED_HELP)
 def run(
     journals: tuple[str, ...],
     out: str,
@@ -102,15 +193,25 @@ def run(
     from_ts: int | None,
     to_ts: int | None,
     heartbeat_interval: float,
+    full: bool,
+    shared_path: bool,
 ) -> None:
-    """Build the six tables and report.html from the journals."""
+    """Bring the six tables and report.html up to date with the journals.
+
+    Only hour files that are new or changed since the last run are parsed, and only the days
+    their data can change are recomputed; all outputs are published together.
+    """
+    _require_pyspark()
     from pynamesrv.pipeline.job import run_pipeline, spark_session
 
+    _quiet_pyspark_logging()
     console = Console(stderr=True, highlight=False)
     if from_ts is not None and to_ts is not None and from_ts >= to_ts:
         raise click.BadParameter("--from must be before --to")
+    with _spark_errors():
+        _check_shared(master, journals, out, shared_path)
     owned = _no_active_session()
-    with console.status("starting Spark…"):
+    with console.status("starting Spark…"), _spark_errors():
         spark = spark_session(master)
     console.print(f"[dim]Spark {spark.version} on {spark.sparkContext.master}[/dim]")
 
@@ -119,6 +220,7 @@ def run(
 
     try:
         with console.status("running…"), _spark_errors():
+            _check_shared(master, journals, out, shared_path, spark)
             result = run_pipeline(
                 spark,
                 list(journals),
@@ -126,15 +228,35 @@ def run(
                 from_ts=from_ts,
                 to_ts=to_ts,
                 heartbeat_interval_s=heartbeat_interval,
+                full=full,
                 progress=progress,
             )
     finally:
         if owned:
             spark.stop()
-    rate = result.events / result.seconds if result.seconds else 0.0
+    for run_id in result.recovered:
+        console.print(f"finished the publish of the interrupted run {run_id}")
+    skipped = ""
+    if result.malformed or result.invalid:
+        skipped = (
+            f"; skipped {result.malformed:,} malformed line(s) and {result.invalid:,} "
+            "without ts/ns/type"
+        )
+    if result.nothing_new:
+        console.print(
+            f"[bold]nothing new[/bold]: {result.events:,} events from {result.instances} "
+            f"instance(s) already in {out}{skipped}"
+        )
+        return
+    since = (
+        "all days"
+        if result.start is None
+        else datetime.fromtimestamp(result.start / 1000, UTC).strftime("from %Y-%m-%d")
+    )
     console.print(
-        f"[bold]done[/bold] in {result.seconds:.1f} s: {result.events:,} events "
-        f"({rate:,.0f}/s) from {result.instances} instance(s) → {out}"
+        f"[bold]done[/bold] in {result.seconds:.1f} s: {result.ingested:,} hour file(s) "
+        f"parsed, {since} recomputed; {result.events:,} events from {result.instances} "
+        f"instance(s) → {out}{skipped}"
     )
 
 
@@ -142,16 +264,28 @@ def run(
 @click.option("--journal", "journals", multiple=True, required=True, help=JOURNAL_HELP)
 @click.option("--time", "at", type=TIME, required=True, help="Epoch ms or ISO-8601 (UTC).")
 @click.option("--instance", default=None, help="Only this instance (its ns, host:port).")
+@click.option("--topic", default=None, help="Only this topic's route.")
 @click.option("--master", default=None, help=MASTER_HELP)
 def routes_at_command(
-    journals: tuple[str, ...], at: int, instance: str | None, master: str | None
+    journals: tuple[str, ...],
+    at: int,
+    instance: str | None,
+    topic: str | None,
+    master: str | None,
 ) -> None:
-    """Print the route table each instance held at --time, with digests, as JSON."""
+    """Print the route table each instance held at --time, with digests, as JSON.
+
+    Reads the hour files from the last snapshot at or before --time on. Compare a topic's
+    digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC --digest.
+    """
+    _require_pyspark()
     from pynamesrv.pipeline.job import spark_session
     from pynamesrv.pipeline.timetravel import describe, routes_at
 
+    _quiet_pyspark_logging()
     owned = _no_active_session()
-    spark = spark_session(master, app_name="pynamesrv-routes-at")
+    with _spark_errors():
+        spark = spark_session(master, app_name="pynamesrv-routes-at")
     try:
         with _spark_errors():
             routes = routes_at(spark, list(journals), at, instance=instance)
@@ -161,9 +295,11 @@ def routes_at_command(
     if instance is not None and instance not in routes:
         click.echo(f"no journal lines of {instance} at or before {at}", err=True)
         sys.exit(1)
-    sys.stdout.buffer.write(
-        orjson.dumps(describe(routes, at), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    )
+    answer = describe(routes, at, topic)
+    if topic is not None and not any(entry["topics"] for entry in answer.values()):
+        click.echo(f"no route of {topic} at {at}", err=True)
+        sys.exit(1)
+    sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.buffer.write(b"\n")
 
 
@@ -194,7 +330,7 @@ def generate(
             heartbeat_s=heartbeat_interval,
         )
     seconds = time.perf_counter() - start
-    files = sorted(out.rglob("events-*.jsonl"))
+    files = sorted(out.rglob("events-*.jsonl*"))
     size = sum(f.stat().st_size for f in files)
     lines = 0
     for file in files:

@@ -27,6 +27,7 @@ from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import ConfigChanged, Event
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
+from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.journal import Journal, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
@@ -166,6 +167,8 @@ class NamesrvController:
             EventLog(),
             self.notifier.on_events,
         ]
+        self.heap = HeapKeeper()
+        self._listeners.append(self.heap.on_events)
         self.view = NamesrvView(self)
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
@@ -211,6 +214,7 @@ class NamesrvController:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
         if self.config.journal_enable:
             await self._start_journal()
+        self.heap.freeze()
 
     def _log_access(self, host: str) -> None:
         """Say how admin writes are guarded; warn when anyone on the network may make them."""
@@ -327,6 +331,7 @@ class NamesrvController:
         if self.journal is None:
             return
         counts, misses, other = self.stats.take_topic_counts()
+        counts.update(self.route_fast_path.take_hits())
         extra = {"misses_other": other} if other else {}
         self.journal.record(
             "route_queries",
@@ -360,6 +365,7 @@ class NamesrvController:
         await self.server.stop()
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)
         self._writer.shutdown(wait=True)
+        self.heap.release()
         log.info("The Name Server stopped")
 
     @staticmethod

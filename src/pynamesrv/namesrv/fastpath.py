@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from operator import itemgetter
 from time import perf_counter
 from typing import Final
 
-from pynamesrv.namesrv.routes import CachedRoute, RouteInfoManager, zone_of
+from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats
 from pynamesrv.remoting.codec import FrameError, decode_command, encode_frame, frame_head
 from pynamesrv.remoting.codes import SERVER_VERSION, RequestCode, Version
@@ -45,6 +46,12 @@ _LENGTHS: Final = struct.Struct(">iI")  # a frame's length word and header-lengt
 # Longest header remembered as a shape: route queries are a few hundred bytes (ACL signatures
 # included); 65,536 shapes of megabyte headers would be an attack on memory.
 MAX_SHAPE_HEADER: Final = 4096
+_GENERATION, _TAIL, _HEADS, _HITS, _TOPIC = range(5)  # items of a _Shape (see its docstring)
+
+try:  # the compiled hot loop (setup.py builds it where a C compiler exists)
+    from pynamesrv.namesrv import _fastpath as _compiled
+except ImportError:  # pragma: no cover - the pure-Python path below does the same
+    _compiled = None
 
 
 class RouteAnswerTemplate:
@@ -61,19 +68,32 @@ class RouteAnswerTemplate:
         return encode_frame(SerializeType.JSON, header, body)
 
 
-@dataclass(slots=True)
-class _Shape:
-    """A learned request header without its opaque digits, and its finished answer parts."""
+class _Shape(list):  # type: ignore[type-arg]
+    """A learned request header without its opaque digits, and its finished answer parts.
 
-    topic: str
-    standard: bool
-    cached: CachedRoute | None = None  # the registry's cache entry the tail was built from
-    generation: int = -1  # the registry's route generation when ``cached`` was last checked
-    tail: bytes = b""  # answer header after the opaque + body
-    heads: dict[int, bytes] = field(default_factory=dict)  # opaque digit count -> answer head
+    A list, ``[generation, tail, heads, hits, topic, standard, cached]``, so that the
+    compiled loop (``_fastpath.c``) reads it by index; the properties name the items here.
+    ``generation`` is the registry's route generation when ``cached`` (the registry's cache
+    entry the tail was built from) was last checked; ``tail`` the answer header after the
+    opaque plus the body; ``heads[n]`` the length words and header up to an opaque of n
+    digits (None until built); ``hits`` answers given since the counts were last taken.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, topic: str, standard: bool) -> None:
+        super().__init__((-1, b"", [None] * 11, 0, topic, standard, None))
+
+    generation = property(itemgetter(0), lambda self, v: self.__setitem__(0, v))
+    tail = property(itemgetter(1), lambda self, v: self.__setitem__(1, v))
+    heads = property(itemgetter(2))
+    hits = property(itemgetter(3), lambda self, v: self.__setitem__(3, v))
+    topic = property(itemgetter(4))
+    standard = property(itemgetter(5))
+    cached = property(itemgetter(6), lambda self, v: self.__setitem__(6, v))
 
 
-_DECLINED: Final = _Shape("", False)  # a shape left to the normal path
+_DECLINED: Final = _Shape("", False)  # a shape left to the normal path (never current)
 
 
 class RouteQueryFastPath:
@@ -87,16 +107,23 @@ class RouteQueryFastPath:
         stats: NamesrvStats,
         cache_allowed: Callable[[], bool],
         template: RouteAnswerTemplate,
+        *,
+        compiled: bool = True,
     ) -> None:
         """``cache_allowed`` says whether a cached answer is the answer now (no order
         configs, no start-up wait): checked once per read. ``template`` is the processor's,
-        so both paths write the same header."""
+        so both paths write the same header. ``compiled``: use ``_fastpath.c`` when it was
+        built (the tests run both)."""
         self.routes = routes
         self.stats = stats
         self.cache_allowed = cache_allowed
         self.template = template
         self._shapes: dict[bytes, _Shape] = {}
         self._latency = stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+        self._evicted_hits: Counter[str] = Counter()  # hits of shapes dropped from _shapes
+        self.compiled = _compiled is not None and compiled
+        if self.compiled:
+            self.answer_read = self._answer_read_compiled  # type: ignore[method-assign]
 
     @property
     def shapes(self) -> int:
@@ -107,9 +134,36 @@ class RouteQueryFastPath:
         """The answer frame to one request header, or None when the normal path decides."""
         return self.answer_read(encode_frame(SerializeType.JSON, header))
 
+    def take_hits(self) -> Counter[str]:
+        """Answers given per topic since the last call (the journal's route_queries)."""
+        counts, self._evicted_hits = self._evicted_hits, Counter()
+        for shape in self._shapes.values():
+            if shape[_HITS]:
+                counts[shape[_TOPIC]] += shape[_HITS]
+                shape[_HITS] = 0
+        return counts
+
+    def _answer_read_compiled(self, data: bytes) -> bytes | None:
+        """``answer_read`` through the compiled loop; what it cannot answer (a shape to learn
+        or rebuild, or anything odd) goes to the Python one, which decides."""
+        if not self.cache_allowed():
+            return None
+        started = perf_counter()
+        done = _compiled.answer_read(data, self._shapes, self.routes.route_generation)  # type: ignore[union-attr]
+        if done is None:
+            return self._answer_read(data)
+        answers, count = done
+        self._observe(count, started)
+        return answers  # type: ignore[no-any-return]
+
     def answer_read(self, data: bytes) -> bytes | None:
         """The answers to a read that holds only whole plain route queries with a route,
         all of them (a client's usual read), or None: then the normal path takes the read."""
+        return self._answer_read(data)
+
+    def _answer_read(self, data: bytes) -> bytes | None:
+        """``answer_read`` in Python: the reference, and what the compiled loop falls back
+        to."""
         if not self.cache_allowed():
             return None
         started = perf_counter()
@@ -148,22 +202,20 @@ class RouteQueryFastPath:
                 if len(header) > MAX_SHAPE_HEADER:
                     return None  # no client sends such a query: not worth remembering
                 shape = self._learn(key, header)
-            if shape.generation != generation and not self._revalidate(shape, generation):
+            if shape[_GENERATION] != generation and not self._revalidate(shape, generation):
                 return None
-            out += (shape.heads.get(size) or self._head(shape, size), digits, shape.tail)
+            out += (shape[_HEADS][size] or self._head(shape, size), digits, shape[_TAIL])
             answered.append(shape)
         if not answered:
             return None
-        self._count(answered, started)
+        for shape in answered:
+            shape[_HITS] += 1
+        self._observe(len(answered), started)
         return b"".join(out)
 
-    def _count(self, answered: list[_Shape], started: float) -> None:
+    def _observe(self, count: int, started: float) -> None:
         """Count a read's answers; each waited as long as the whole read took to answer."""
-        count = len(answered)
-        stats = self.stats
-        stats.route_query_hits += count
-        if stats.count_topics:
-            stats.route_hits_by_topic.update(shape.topic for shape in answered)
+        self.stats.route_query_hits += count
         seconds = perf_counter() - started
         latency = self._latency  # RequestHistogram.observe, inlined: this runs per read
         latency.buckets[bisect_left(LATENCY_BUCKETS_S, seconds)] += count
@@ -182,7 +234,7 @@ class RouteQueryFastPath:
                 return False
             shape.cached = routes.cached_route(key)
             shape.tail = self.template.suffix + body
-            shape.heads = {}
+            shape.heads[:] = [None] * 11
         shape.generation = generation
         return True
 
@@ -200,7 +252,10 @@ class RouteQueryFastPath:
         shape = _decode_shape(header)
         shapes = self._shapes
         if len(shapes) >= self.MAX_SHAPES:
-            del shapes[next(iter(shapes))]  # the oldest learned
+            oldest = next(iter(shapes))  # the oldest learned goes, its counts kept
+            if shapes[oldest].hits:
+                self._evicted_hits[shapes[oldest].topic] += shapes[oldest].hits
+            del shapes[oldest]
         shapes[key] = shape
         return shape
 

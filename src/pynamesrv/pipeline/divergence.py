@@ -11,12 +11,19 @@ change points with the same flag are grouped with a running count of flag change
 
 The arrays at an interval's start come from a range join of the interval starts with the
 per-address state segments, so nothing is collected.
+
+From a start R (incremental runs, ``derive.py``): the sessions and runs that reach R are
+clamped to begin at R, which gives the live sets and running state at R exactly; an interval
+found open at R continues the one the previous run published across R (same pair), keeping
+its start and arrays (``continue_across``). Rows are filed under the day of their end.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from pynamesrv.pipeline.runs import as_date, day_start
 
 DIVERGENCE_COLUMNS = (
     "cluster",
@@ -31,10 +38,14 @@ DIVERGENCE_COLUMNS = (
 PAIR = ("cluster", "ns_a", "ns_b")
 
 
-def _sides(sessions: DataFrame) -> DataFrame:
+def cluster_instances(sessions: DataFrame) -> DataFrame:
+    """cluster, ns: the instances that have sessions of each cluster (tiny)."""
+    return sessions.select("cluster", "ns").distinct()
+
+
+def _sides(present: DataFrame) -> DataFrame:
     """cluster, ns, ns_a, ns_b, is_a: each instance once per pair it is in, for the pairs of
     instances that both have sessions of the cluster (tiny: clusters x instances^2)."""
-    present = sessions.select("cluster", "ns").distinct()
     pairs = (
         present.withColumnRenamed("ns", "ns_a")
         .join(present.withColumnRenamed("ns", "ns_b"), "cluster")
@@ -49,8 +60,28 @@ def _sides(sessions: DataFrame) -> DataFrame:
     )
 
 
-def namesrv_divergence(sessions: DataFrame, runs: DataFrame) -> DataFrame:
-    """One row per maximal interval in which two instances' live sets of a cluster differ."""
+def namesrv_divergence(
+    sessions: DataFrame,
+    runs: DataFrame,
+    present: DataFrame | None = None,
+    start: int | None = None,
+) -> DataFrame:
+    """One row per maximal interval in which two instances' live sets of a cluster differ.
+
+    ``present`` (``cluster_instances`` of all history) names the pairs; it defaults to the
+    ``sessions`` given. With ``start``, ``sessions`` and ``runs`` must hold every session and
+    run that reaches it, and the result starts there (see the module's docstring).
+    """
+    if present is None:
+        present = cluster_instances(sessions)
+    if start is not None:
+        lo = F.lit(start).cast("long")
+        sessions = sessions.where(F.col("end_ts").isNull() | (F.col("end_ts") >= lo)).withColumn(
+            "start_ts", F.greatest(F.col("start_ts"), lo)
+        )
+        runs = runs.where(F.col("end_ts") >= lo).withColumn(
+            "start_ts", F.greatest(F.col("start_ts"), lo)
+        )
     zero = F.lit(0).cast("long")
     one = F.lit(1).cast("long")
     # Live-set changes (+1 at a session start, -1 at its end; open sessions never end, the
@@ -64,8 +95,7 @@ def namesrv_divergence(sessions: DataFrame, runs: DataFrame) -> DataFrame:
         "cluster", "ns", "broker_addr", F.col("end_ts").alias("ts"), (-one).alias("d"),
         zero.alias("r"),
     )  # fmt: skip
-    clusters = sessions.select("cluster", "ns").distinct()
-    run_bounds = runs.join(clusters, "ns").select(
+    run_bounds = runs.join(F.broadcast(present), "ns").select(
         "cluster", "ns", F.lit(None).cast("string").alias("broker_addr"), "start_ts", "end_ts"
     )
     run_starts = run_bounds.select(
@@ -80,7 +110,7 @@ def namesrv_divergence(sessions: DataFrame, runs: DataFrame) -> DataFrame:
 
     side_a = F.col("is_a")
     per_addr = (
-        changes.join(F.broadcast(_sides(sessions)), ["cluster", "ns"])
+        changes.join(F.broadcast(_sides(present)), ["cluster", "ns"])
         .groupBy(*PAIR, "broker_addr", "ts")
         .agg(
             F.sum(F.when(side_a, F.col("d")).otherwise(zero)).alias("d_a"),
@@ -157,11 +187,40 @@ def namesrv_divergence(sessions: DataFrame, runs: DataFrame) -> DataFrame:
         .groupBy(*[F.col(f"i.{c}").alias(c) for c in (*PAIR, "start_ts", "end_ts")])
         .agg(only.alias("only_in_a"), only_b.alias("only_in_b"))
     )
-    return members.select(
+    return finish(members)
+
+
+def finish(intervals: DataFrame) -> DataFrame:
+    """The documented columns (duration from start and end) and the partition ``day``."""
+    return intervals.select(
         *PAIR,
         "start_ts",
         "end_ts",
         ((F.col("end_ts") - F.col("start_ts")) / 1000.0).alias("duration_s"),
         "only_in_a",
         "only_in_b",
+        as_date(day_start(F.col("end_ts"))).alias("day"),
     )
+
+
+def continue_across(computed: DataFrame, published: DataFrame, start: int) -> DataFrame:
+    """Join the intervals ``computed`` from ``start`` with those ``published`` earlier that
+    were open across it (start < ``start`` <= end): one found open at ``start`` continues the
+    published one (its start and arrays); a published one without it ends at ``start``."""
+    at = F.lit(start).cast("long")
+    across = published.where((F.col("start_ts") < at) & (F.col("end_ts") >= at)).select(
+        *PAIR, "start_ts", "only_in_a", "only_in_b"
+    )
+    opening = computed.where(F.col("start_ts") == at).select(*PAIR, "end_ts")
+    continued = across.join(opening, list(PAIR), "left").select(
+        *PAIR,
+        "start_ts",
+        F.coalesce(F.col("end_ts"), at).alias("end_ts"),
+        "only_in_a",
+        "only_in_b",
+    )
+    rest = computed.join(across.select(*PAIR), list(PAIR), "left_anti").unionByName(
+        computed.where(F.col("start_ts") != at).join(across.select(*PAIR), list(PAIR))
+    )
+    return finish(rest.select(*PAIR, "start_ts", "end_ts", "only_in_a", "only_in_b")
+                  .unionByName(continued))  # fmt: skip

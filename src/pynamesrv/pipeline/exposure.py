@@ -4,8 +4,10 @@ Plan, and why it stays on the DataFrame API:
 1. Stale intervals per session, from one window over each broker's heartbeats in a run:
    ``[h_i + H, min(h_{i+1}, session end))``. ``lead`` gives the next heartbeat (or the removal
    that ends the session); a running ``last(ignorenulls)`` of start/end markers tells whether a
-   heartbeat is inside a session. The heartbeats are the bulk of the journal; this is the
-   only sort they go through.
+   heartbeat is inside a session. The heartbeats arrive folded into segments (``compact.py``):
+   of each segment only the beats that can open or close a stale interval are unfolded (the
+   first, the last, and those followed by a gap longer than H, each with the time of the beat
+   after it), so the window sorts a few rows per broker and hour, not every heartbeat.
 2. Topic membership per broker name as intervals: each registration naming the topic opens
    one, the next ``topic_removed`` of the topic (or the end of the run) closes it (a window
    per topic).
@@ -20,7 +22,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from pynamesrv.pipeline.runs import HEARTBEAT, MINUTE_MS, REGISTERED, REMOVED
+from pynamesrv.pipeline.runs import (
+    HEARTBEAT,
+    MINUTE_MS,
+    REGISTERED,
+    REMOVED,
+    as_date,
+    day_start,
+)
 
 EXPOSURE_COLUMNS = (
     "ns",
@@ -33,16 +42,69 @@ EXPOSURE_COLUMNS = (
 )
 
 
-def stale_intervals(events: DataFrame, heartbeat_interval_s: float) -> DataFrame:
+def reduced_beats(events: DataFrame, heartbeat_interval_s: float) -> DataFrame:
+    """ns, ts, seq, type, first, cluster, broker_name, broker_addr, next_ts: registrations,
+    removals, and the heartbeats of each segment that can open or close a stale interval
+    (next_ts: the segment's next beat, null for its last; a segment never spans another event
+    of its broker or of its instance's lifecycle)."""
+    gap = round(heartbeat_interval_s * 1000)
+    beats_ts = F.coalesce(F.col("beat_ts"), F.array(F.col("ts")))
+    beats_seq = F.coalesce(F.col("beat_seq"), F.array(F.col("seq")))
+    segments = events.where(F.col("type") == HEARTBEAT).select(
+        "ns", "cluster", "broker_name", "broker_addr",
+        beats_ts.alias("b_ts"), beats_seq.alias("b_seq"),
+    )  # fmt: skip
+    n = F.size(F.col("b_ts"))
+    wanted = F.filter(
+        F.sequence(F.lit(0), n - 1),
+        lambda i: (
+            (i == 0)
+            | (i == n - 1)
+            | (F.get(F.col("b_ts"), i + 1) - F.get(F.col("b_ts"), i) > F.lit(gap))
+        ),
+    )
+    picked = segments.select(
+        "ns",
+        "cluster",
+        "broker_name",
+        "broker_addr",
+        F.explode(
+            F.transform(
+                wanted,
+                lambda i: F.struct(
+                    F.get(F.col("b_ts"), i).alias("ts"),
+                    F.get(F.col("b_seq"), i).alias("seq"),
+                    F.get(F.col("b_ts"), i + 1).alias("next_ts"),
+                ),
+            )
+        ).alias("b"),
+    ).select(
+        "ns",
+        "b.ts",
+        "b.seq",
+        F.lit(HEARTBEAT).alias("type"),
+        F.lit(None).cast("boolean").alias("first"),
+        "cluster",
+        "broker_name",
+        "broker_addr",
+        "b.next_ts",
+    )
+    marks = events.where(F.col("type").isin(REGISTERED, REMOVED)).select(
+        "ns", "ts", "seq", "type", "first", "cluster", "broker_name", "broker_addr",
+        F.lit(None).cast("long").alias("next_ts"),
+    )  # fmt: skip
+    return picked.unionByName(marks)
+
+
+def stale_intervals(beats: DataFrame, heartbeat_interval_s: float) -> DataFrame:
     """ns, cluster, broker_name, broker_addr, stale_from, stale_until (epoch ms, non-empty).
 
-    ``events`` carry run columns. Sessions never cross a run, so the window is per broker
-    identity and run; a heartbeat with no next event in its run is followed by the run's end
-    (``server_stopped``, the last event before a crash, or the instance's last event when the
-    session is still open).
+    ``beats`` (``reduced_beats``) carry run columns. Sessions never cross a run, so the
+    window is per broker identity and run; a heartbeat with no next event in its run is
+    followed by the run's end (``server_stopped``, the last event before a crash, or the
+    instance's last event when the session is still open).
     """
     interval_ms = round(heartbeat_interval_s * 1000)
-    beats = events.where(F.col("type").isin(REGISTERED, HEARTBEAT, REMOVED))
     in_order = Window.partitionBy("ns", "cluster", "broker_addr", "run").orderBy("ts", "seq")
     marker = F.when((F.col("type") == REGISTERED) & F.col("first"), F.lit(True)).when(
         F.col("type") == REMOVED, F.lit(False)
@@ -59,7 +121,7 @@ def stale_intervals(events: DataFrame, heartbeat_interval_s: float) -> DataFrame
         "type",
         in_session.alias("in_session"),
         (F.col("ts") + F.lit(interval_ms)).alias("stale_from"),
-        following.alias("stale_until"),
+        F.least(following, F.coalesce(F.col("next_ts"), following)).alias("stale_until"),
     )
     return frame.where(
         (F.col("type") != REMOVED)
@@ -68,30 +130,33 @@ def stale_intervals(events: DataFrame, heartbeat_interval_s: float) -> DataFrame
     ).drop("type", "in_session")
 
 
-def membership(events: DataFrame) -> DataFrame:
-    """ns, broker_name, topic, member_from, member_until: when a broker name has a topic.
-
-    Opened by any registration of the name that adds or changes the topic, closed by the first
-    later ``topic_removed`` of the topic or by the end of the instance's running interval,
-    whichever comes first; openings that share their close merge into one interval.
-
-    The run end is a reading the semantics page does not state ("until the first later
-    topic_removed"): a restarted name server starts with an empty route table, so a topic is
-    not on a broker's route until a registration after the restart names it again. The
-    generator's ground truth reads it the same way. ``events`` carry run columns.
-    """
+def membership_opens(events: DataFrame) -> DataFrame:
+    """ns, ts, seq, broker_name, topic: each topic a registration adds or changes."""
     named = F.array_union(
         F.coalesce(F.col("topics_added"), F.array().cast("array<string>")),
         F.coalesce(F.col("topics_changed"), F.array().cast("array<string>")),
     )
-    opens = events.where((F.col("type") == REGISTERED) & (F.size(named) > 0)).select(
-        "ns",
-        "ts",
-        "seq",
-        "broker_name",
-        F.explode(named).alias("topic"),
-        F.lit(True).alias("open"),
-        "run_end_ts",
+    return events.where((F.col("type") == REGISTERED) & (F.size(named) > 0)).select(
+        "ns", "ts", "seq", "broker_name", F.explode(named).alias("topic")
+    )
+
+
+def membership(opens: DataFrame, events: DataFrame) -> DataFrame:
+    """ns, broker_name, topic, member_from, from_seq, member_until: when a broker name has a
+    topic.
+
+    ``opens`` (``membership_opens``, or a membership carried over from an earlier run as
+    its start) and ``events`` carry run columns. An opening lasts until the first later
+    ``topic_removed`` of the topic or the end of the instance's running interval, whichever
+    comes first; openings that share their close merge into one interval.
+
+    The run end is a reading the semantics page does not state ("until the first later
+    topic_removed"): a restarted name server starts with an empty route table, so a topic is
+    not on a broker's route until a registration after the restart names it again. The
+    generator's ground truth reads it the same way.
+    """
+    opened = opens.select(
+        "ns", "ts", "seq", "broker_name", "topic", F.lit(True).alias("open"), "run_end_ts"
     )
     closes = events.where(F.col("type") == "topic_removed").select(
         "ns",
@@ -110,33 +175,50 @@ def membership(events: DataFrame) -> DataFrame:
     close = F.min(F.when(~F.col("open"), F.col("ts"))).over(later)
     until = F.least(F.coalesce(close, F.col("run_end_ts")), F.col("run_end_ts"))
     spans = (
-        opens.unionByName(closes)
+        opened.unionByName(closes)
         .withColumn("member_until", until)
         .where(F.col("open"))
         .groupBy("ns", "broker_name", "topic", "member_until")
-        .agg(F.min("ts").alias("member_from"))
+        .agg(F.min(F.struct("ts", "seq")).alias("first"))
+        .select(
+            "ns",
+            "broker_name",
+            "topic",
+            F.col("first.ts").alias("member_from"),
+            F.col("first.seq").alias("from_seq"),
+            "member_until",
+        )
     )
     return spans.where(F.col("member_from") < F.col("member_until"))
 
 
-def stale_route_exposure(events: DataFrame, heartbeat_interval_s: float = 30.0) -> DataFrame:
-    """One row per (ns, topic, minute) with stale seconds > 0."""
-    stale = stale_intervals(events, heartbeat_interval_s).alias("s")
-    member = membership(events).alias("m")
+def stale_route_exposure(
+    stale: DataFrame, spans: DataFrame, events: DataFrame, start: int | None = None
+) -> DataFrame:
+    """One row per (ns, topic, minute) with stale seconds > 0, from ``stale_intervals``,
+    ``membership`` and the ``route_queries`` lines in ``events``; only minutes from
+    ``start`` on when given. Partition ``day``: the minute's day."""
+    s = stale.alias("s")
+    member = spans.alias("m")
     overlapping = (
         (F.col("s.ns") == F.col("m.ns"))
         & (F.col("s.broker_name") == F.col("m.broker_name"))
         & (F.col("s.stale_from") < F.col("m.member_until"))
         & (F.col("m.member_from") < F.col("s.stale_until"))
     )
-    start = F.greatest(F.col("s.stale_from"), F.col("m.member_from"))
+    lo = F.lit(start if start is not None else -(2**62)).cast("long")
+    begin = F.greatest(F.col("s.stale_from"), F.col("m.member_from"), lo)
     end = F.least(F.col("s.stale_until"), F.col("m.member_until"))
-    routed = stale.join(member, overlapping).select(
-        F.col("s.ns").alias("ns"),
-        F.col("m.topic").alias("topic"),
-        F.col("s.broker_addr").alias("broker_addr"),
-        start.alias("a"),
-        end.alias("b"),
+    routed = (
+        s.join(member, overlapping)
+        .select(
+            F.col("s.ns").alias("ns"),
+            F.col("m.topic").alias("topic"),
+            F.col("s.broker_addr").alias("broker_addr"),
+            begin.alias("a"),
+            end.alias("b"),
+        )
+        .where(F.col("a") < F.col("b"))
     )
     minute_of = F.floor(F.col("a") / F.lit(MINUTE_MS)).cast("long") * F.lit(MINUTE_MS)
     last_minute = F.floor((F.col("b") - 1) / F.lit(MINUTE_MS)).cast("long") * F.lit(MINUTE_MS)
@@ -180,6 +262,7 @@ def stale_route_exposure(events: DataFrame, heartbeat_interval_s: float = 30.0) 
             (F.col("ts") - F.lit(MINUTE_MS)).alias("minute"),
             F.explode("counts").alias("topic", "n"),
         )
+        .where(F.col("minute") >= lo)
         .groupBy("ns", "topic", "minute")
         .agg(F.sum("n").alias("queries"))
     )
@@ -193,4 +276,5 @@ def stale_route_exposure(events: DataFrame, heartbeat_interval_s: float = 30.0) 
         query_count.alias("queries"),
         stale_seconds.alias("stale_seconds"),
         (query_count * stale_seconds / 60.0).alias("exposed_queries"),
+        as_date(day_start(F.col("minute"))).alias("day"),
     )

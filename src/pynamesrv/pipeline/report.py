@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-
-from pynamesrv.pipeline.paths import is_local, join_path, local_path
 
 LATENCY_BINS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 SKEW_BINS = (1.0, 1.01, 1.25, 1.5, 2.0, 3.0)
@@ -53,16 +51,15 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 
 
 def collect_report_data(
-    spark: SparkSession,
-    out: str,
+    table: Callable[[str], DataFrame],
     events: int,
     instances: int,
     data_range: tuple[int | None, int | None] = (None, None),
+    bad_lines: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
-    """Small aggregates of the written tables, as plain Python data."""
-
-    def table(name: str) -> DataFrame:
-        return spark.read.parquet(join_path(out, name))
+    """Small aggregates of the tables (``table(name)`` gives one), as plain Python data.
+    ``bad_lines``: journal lines skipped as malformed (torn, garbage) and as JSON without
+    ts / ns / type."""
 
     sessions = table("broker_sessions")
     availability = table("broker_availability")
@@ -71,61 +68,75 @@ def collect_report_data(
     divergence = table("namesrv_divergence")
     distribution = table("topic_distribution")
 
+    # Every headline figure in one job: six one-row aggregates side by side.
+    one_row = (
+        sessions.agg(
+            F.min("start_ts").alias("lo"),
+            F.max(F.greatest("start_ts", F.coalesce("end_ts", "start_ts"))).alias("hi"),
+            F.count(F.lit(1)).alias("sessions"),
+            F.countDistinct("cluster", "broker_addr").alias("brokers"),
+        )
+        .crossJoin(
+            availability.agg(
+                F.sum("outages").alias("outages"),
+                F.avg("routed_fraction").alias("mean_fraction"),
+                F.avg("mttr_s").alias("mttr_s"),
+            )
+        )
+        .crossJoin(
+            exposure.agg(
+                F.count(F.lit(1)).alias("minutes"),
+                F.sum("stale_seconds").alias("stale_s"),
+                F.sum("exposed_queries").alias("exposed"),
+            )
+        )
+        .crossJoin(
+            divergence.agg(
+                F.count(F.lit(1)).alias("intervals"), F.sum("duration_s").alias("seconds")
+            )
+        )
+        .crossJoin(
+            distribution.agg(
+                F.count(F.lit(1)).alias("topics"),
+                F.sum(F.col("single_broker").cast("int")).alias("single"),
+                F.max("skew").alias("max_skew"),
+            )
+        )
+        .crossJoin(
+            latency.agg(
+                F.count(F.lit(1)).alias("removals"),
+                F.percentile_approx("latency_s", 0.5).alias("p50"),
+            )
+        )
+        .first()
+    )
+    assert one_row is not None
     first_ts, last_ts = data_range
-    bounds = sessions.agg(
-        F.min("start_ts").alias("lo"),
-        F.max(F.greatest("start_ts", F.coalesce("end_ts", "start_ts"))).alias("hi"),
-    ).first()
-    lo = first_ts if first_ts is not None else bounds["lo"]
-    hi = last_ts if last_ts is not None else bounds["hi"]
-
-    s = sessions.agg(
-        F.count(F.lit(1)).alias("sessions"),
-        F.countDistinct("cluster", "broker_addr").alias("brokers"),
-    ).first()
-    a = availability.agg(
-        F.sum("outages").alias("outages"),
-        F.avg("routed_fraction").alias("mean_fraction"),
-        F.avg("mttr_s").alias("mttr_s"),
-    ).first()
-    e = exposure.agg(
-        F.count(F.lit(1)).alias("minutes"),
-        F.sum("stale_seconds").alias("stale_s"),
-        F.sum("exposed_queries").alias("exposed"),
-    ).first()
-    d = divergence.agg(
-        F.count(F.lit(1)).alias("intervals"), F.sum("duration_s").alias("seconds")
-    ).first()
-    t = distribution.agg(
-        F.count(F.lit(1)).alias("topics"),
-        F.sum(F.col("single_broker").cast("int")).alias("single"),
-        F.max("skew").alias("max_skew"),
-    ).first()
-    lat = latency.agg(
-        F.count(F.lit(1)).alias("removals"),
-        F.percentile_approx("latency_s", 0.5).alias("p50"),
-    ).first()
+    lo = first_ts if first_ts is not None else one_row["lo"]
+    hi = last_ts if last_ts is not None else one_row["hi"]
 
     headline = {
         "events": events,
         "instances": instances,
+        "malformed_lines": bad_lines[0],
+        "invalid_lines": bad_lines[1],
         "from": lo,
         "to": hi,
-        "brokers": s["brokers"] or 0,
-        "sessions": s["sessions"] or 0,
-        "outages": a["outages"] or 0,
-        "mean_routed_fraction": a["mean_fraction"],
-        "mean_mttr_s": a["mttr_s"],
-        "removals": lat["removals"] or 0,
-        "median_detection_s": lat["p50"],
-        "stale_topic_minutes": e["minutes"] or 0,
-        "stale_seconds": e["stale_s"] or 0.0,
-        "exposed_queries": e["exposed"] or 0.0,
-        "divergence_intervals": d["intervals"] or 0,
-        "divergence_seconds": d["seconds"] or 0.0,
-        "topics": t["topics"] or 0,
-        "single_broker_topics": t["single"] or 0,
-        "max_skew": t["max_skew"],
+        "brokers": one_row["brokers"] or 0,
+        "sessions": one_row["sessions"] or 0,
+        "outages": one_row["outages"] or 0,
+        "mean_routed_fraction": one_row["mean_fraction"],
+        "mean_mttr_s": one_row["mttr_s"],
+        "removals": one_row["removals"] or 0,
+        "median_detection_s": one_row["p50"],
+        "stale_topic_minutes": one_row["minutes"] or 0,
+        "stale_seconds": one_row["stale_s"] or 0.0,
+        "exposed_queries": one_row["exposed"] or 0.0,
+        "divergence_intervals": one_row["intervals"] or 0,
+        "divergence_seconds": one_row["seconds"] or 0.0,
+        "topics": one_row["topics"] or 0,
+        "single_broker_topics": one_row["single"] or 0,
+        "max_skew": one_row["max_skew"],
     }
 
     broker_key = ["ns", "cluster", "broker_name", "broker_addr"]
@@ -386,6 +397,11 @@ def _headline(head: dict[str, Any]) -> str:
     cards = [
         ("events", _number(head["events"])),
         ("instances", _number(head["instances"])),
+        (
+            "skipped lines",
+            f"{_number(head.get('malformed_lines', 0))} malformed, "
+            f"{_number(head.get('invalid_lines', 0))} without ts/ns/type",
+        ),
         ("brokers", _number(head["brokers"])),
         ("sessions", _number(head["sessions"])),
         ("outages", _number(head["outages"])),
@@ -515,20 +531,3 @@ def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
         + svg_histogram(series, labels)
         + svg_hbars(items, color="#f58518")
     )
-
-
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write a small text file to any path Spark can write (local, HDFS, S3A)."""
-    if is_local(path):
-        target = local_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        return
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-    stream = fs.create(hadoop_path, True)
-    try:
-        stream.write(bytearray(text.encode("utf-8")))
-    finally:
-        stream.close()

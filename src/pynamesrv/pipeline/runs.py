@@ -2,13 +2,16 @@
 
 Every table needs to know when an instance was running: sessions end where a run ends, the
 availability denominator is running time, divergence only counts while both instances run.
-A run is found without sorting the whole journal: the ``server_started`` events are few, so
-they are numbered with a window and broadcast, and each event finds its run with a range
-condition on ``(ts, seq)`` (a hash join on ``ns`` plus a filter; no shuffle of the bulk).
+
+A run is found without sorting the journal. Its boundaries come from the lifecycle events
+(``server_started`` / ``server_stopped``, a handful per instance and month), numbered with a
+window and broadcast; each event finds its run with a range condition on ``(ts, seq)``. What
+a run needs from the bulk of the events, its first and last timestamp, is summed per hour
+(``run_hours``), so an incremental run recomputes only the hours it read and keeps the
+others: both tables stay tiny (instances x hours) however long the history is.
 
 Order within an instance is ``(ts, seq)``: ``seq`` is the writer's per-process line counter
-(0 when absent, see ``schema.read_journal``), which the semantics page allows in place of the
-file position.
+(0 when absent), which the semantics page allows in place of the file position.
 
 Events before an instance's first ``server_started`` (a journal cut by ``--from``, or one
 whose start was lost) form run 0, starting at the instance's first event. The semantics page
@@ -23,6 +26,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 DAY_MS: Final = 86_400_000
+HOUR_MS: Final = 3_600_000
 MINUTE_MS: Final = 60_000
 IDENTITY: Final = ("ns", "cluster", "broker_addr")  # a broker on an instance (5.x liveness key)
 
@@ -33,25 +37,12 @@ STARTED: Final = "server_started"
 STOPPED: Final = "server_stopped"
 LOST: Final = "server_lost"
 
-# What the jobs read; everything else (config maps, data versions, snapshot broker lists) is
-# dropped before the events are cached, so the cache holds only what is used.
-EVENT_COLUMNS: Final = (
-    "ts",
-    "ns",
-    "seq",
-    "type",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
-    "first",
-    "topics_added",
-    "topics_changed",
-    "reason",
-    "last_heartbeat_ts",
-    "topic",
-    "counts",
-    "topics",
+RUN_COLUMNS: Final = (
+    "run_start_ts",
+    "run_end_ts",
+    "run_end_reason",
+    "run_stop_key",
+    "ns_last_ts",
 )
 
 
@@ -60,38 +51,72 @@ def key(prefix: str = "") -> Column:
     return F.struct(F.col(f"{prefix}ts").alias("ts"), F.col(f"{prefix}seq").alias("seq"))
 
 
-def project(events: DataFrame) -> DataFrame:
-    """Only the columns the tables use; snapshot topic maps only on snapshot lines."""
-    return events.select(
-        *[c for c in EVENT_COLUMNS if c != "topics"],
-        F.when(F.col("type") == "snapshot", F.col("topics")).alias("topics"),
-    )
+def lifecycle_of(events: DataFrame) -> DataFrame:
+    """ns, ts, seq, type of the ``server_started`` / ``server_stopped`` events."""
+    return events.where(F.col("type").isin(STARTED, STOPPED)).select("ns", "ts", "seq", "type")
 
 
-def running_intervals(events: DataFrame) -> DataFrame:
-    """One row per run: ns, run, from_key / until_key (the run's own start and the next
-    start, as ``(ts, seq)``; null = unbounded), start_ts, end_ts, end_reason
-    (``server_stopped``, ``server_lost`` or null = still running at the end of the data),
-    stop_key (the ``server_stopped`` that ended it) and ns_last_ts.
-
-    Small (one row per start); callers cache and broadcast it.
-    """
+def run_keys(lifecycle: DataFrame) -> DataFrame:
+    """ns, run (1, 2, …), from_key, until_key (the next start; null = unbounded)."""
     by_ns = Window.partitionBy("ns").orderBy("ts", "seq")
-    starts = events.where(F.col("type") == STARTED).select(
+    return lifecycle.where(F.col("type") == STARTED).select(
         "ns",
         F.row_number().over(by_ns).alias("run"),
         key().alias("from_key"),
         F.lead(key()).over(by_ns).alias("until_key"),
     )
-    tagged = _tag(events.select("ns", "ts", "seq", "type"), starts, how="left")
-    stats = tagged.groupBy("ns", F.coalesce("run", F.lit(0)).alias("run")).agg(
-        F.min("ts").alias("start_ts"),
-        F.max("ts").alias("last_ts"),
-        F.min(F.when(F.col("type") == STOPPED, key())).alias("stop_key"),
+
+
+def tag_runs(events: DataFrame, keys: DataFrame) -> DataFrame:
+    """``events`` with the ``run`` each belongs to (0 before the instance's first start)."""
+    r = F.broadcast(keys.alias("r"))
+    e = events.alias("e")
+    ts, seq = F.col("e.ts"), F.col("e.seq")
+    # (ts, seq) >= from and < until, spelled with scalars: this runs once per event, and two
+    # structs per event and comparison cost more than the comparisons.
+    after_start = (ts > F.col("r.from_key.ts")) | (
+        (ts == F.col("r.from_key.ts")) & (seq >= F.col("r.from_key.seq"))
     )
-    first_start = starts.groupBy("ns").agg(F.min("from_key").alias("first_key"))
+    before_next = (
+        F.col("r.until_key").isNull()
+        | (ts < F.col("r.until_key.ts"))
+        | ((ts == F.col("r.until_key.ts")) & (seq < F.col("r.until_key.seq")))
+    )
+    inside = (F.col("e.ns") == F.col("r.ns")) & after_start & before_next
+    joined = e.join(r, inside, "left")
+    return joined.select("e.*", F.coalesce(F.col("r.run"), F.lit(0)).alias("run"))
+
+
+def run_hours(tagged: DataFrame) -> DataFrame:
+    """ns, run, hour_ms, first_ts, last_ts, lines: each run's events summed per hour."""
+    return tagged.groupBy(
+        "ns", "run", (F.floor(F.col("ts") / HOUR_MS) * HOUR_MS).cast("long").alias("hour_ms")
+    ).agg(
+        F.min("ts").alias("first_ts"),
+        F.max(F.coalesce("last_ts", "ts")).alias("last_ts"),
+        F.sum(F.coalesce("lines", F.lit(1))).cast("long").alias("lines"),
+    )
+
+
+def running_intervals(keys: DataFrame, hours: DataFrame, lifecycle: DataFrame) -> DataFrame:
+    """One row per run: ns, run, from_key, until_key, start_ts, end_ts, end_reason
+    (``server_stopped``, ``server_lost`` or null = still running at the end of the data),
+    stop_key (the ``server_stopped`` that ended it) and ns_last_ts.
+
+    Small (one row per start); callers cache and broadcast it.
+    """
+    stats = hours.groupBy("ns", "run").agg(
+        F.min("first_ts").alias("start_ts"), F.max("last_ts").alias("last_ts")
+    )
+    stops = (
+        tag_runs(lifecycle.where(F.col("type") == STOPPED), keys)
+        .groupBy("ns", "run")
+        .agg(F.min(key()).alias("stop_key"))
+    )
+    first_start = keys.groupBy("ns").agg(F.min("from_key").alias("first_key"))
     runs = (
-        stats.join(starts, ["ns", "run"], "left")
+        stats.join(keys, ["ns", "run"], "left")
+        .join(stops, ["ns", "run"], "left")
         .join(F.broadcast(first_start), "ns", "left")
         .withColumn(
             "until_key",
@@ -115,45 +140,18 @@ def running_intervals(events: DataFrame) -> DataFrame:
     )
 
 
-def _tag(events: DataFrame, runs: DataFrame, how: str = "inner") -> DataFrame:
-    """Each event with the ``run`` it belongs to (and the run's columns)."""
-    r = F.broadcast(runs.alias("r"))
-    e = events.alias("e")
-    ts, seq = F.col("e.ts"), F.col("e.seq")
-    # (ts, seq) >= from and < until, spelled with scalars: this runs once per journal line,
-    # and building two structs per line and comparison costs more than the comparisons.
-    after_start = (
-        F.col("r.from_key").isNull()
-        | (ts > F.col("r.from_key.ts"))
-        | ((ts == F.col("r.from_key.ts")) & (seq >= F.col("r.from_key.seq")))
+def with_runs(tagged: DataFrame, runs: DataFrame) -> DataFrame:
+    """Tagged events with run_start_ts, run_end_ts, run_end_reason, run_stop_key, ns_last_ts."""
+    columns = runs.select(
+        "ns",
+        "run",
+        F.col("start_ts").alias("run_start_ts"),
+        F.col("end_ts").alias("run_end_ts"),
+        F.col("end_reason").alias("run_end_reason"),
+        F.col("stop_key").alias("run_stop_key"),
+        "ns_last_ts",
     )
-    before_next = (
-        F.col("r.until_key").isNull()
-        | (ts < F.col("r.until_key.ts"))
-        | ((ts == F.col("r.until_key.ts")) & (seq < F.col("r.until_key.seq")))
-    )
-    inside = (F.col("e.ns") == F.col("r.ns")) & after_start & before_next
-    joined = e.join(r, inside, how)
-    return joined.select("e.*", *[F.col(f"r.{c}") for c in runs.columns if c != "ns"])
-
-
-def with_runs(events: DataFrame, runs: DataFrame) -> DataFrame:
-    """Events with run, run_start_ts, run_end_ts, run_end_reason, run_stop_key, ns_last_ts."""
-    tagged = _tag(
-        events,
-        runs.select(
-            "ns",
-            "run",
-            "from_key",
-            "until_key",
-            F.col("start_ts").alias("run_start_ts"),
-            F.col("end_ts").alias("run_end_ts"),
-            F.col("end_reason").alias("run_end_reason"),
-            F.col("stop_key").alias("run_stop_key"),
-            "ns_last_ts",
-        ),
-    )
-    return tagged.drop("from_key", "until_key")
+    return tagged.join(F.broadcast(columns), ["ns", "run"], "left")
 
 
 def day_start(ms: Column) -> Column:

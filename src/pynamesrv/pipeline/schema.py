@@ -103,6 +103,15 @@ EVENT_TYPES = (
 )
 
 
+CORRUPT = "_corrupt_record"
+# The journal schema plus the column Spark fills with a line it cannot parse, so that malformed
+# and torn lines are counted (PERMISSIVE mode) instead of silently dropped.
+PARSE_SCHEMA = StructType([*JOURNAL_SCHEMA.fields, StructField(CORRUPT, StringType())])
+
+# File names the writer uses: events-YYYYMMDD-HH.jsonl, gzip-compressed once the hour closed.
+JOURNAL_FILE_GLOB = "events-*.{jsonl,jsonl.gz}"
+
+
 def read_journal(
     spark: SparkSession,
     paths: Sequence[str],
@@ -110,17 +119,20 @@ def read_journal(
     from_ts: int | None = None,
     to_ts: int | None = None,
 ) -> DataFrame:
-    """All well-formed events under ``paths`` (files, directories or globs, any Spark FS).
+    """All well-formed events under ``paths`` (files, directories or globs, any Spark FS),
+    parsed straight from the journal files, with the ``file`` each line came from.
 
-    Directories are searched recursively for ``events-*.jsonl``; an empty directory gives an
-    empty frame. Keeps ``from_ts <= ts < to_ts`` when given. Order within an instance is
-    (``ts``, ``seq``); callers sort or window by ``ns`` with those.
+    Directories are searched recursively for ``events-*.jsonl`` and ``events-*.jsonl.gz``;
+    an empty directory gives an empty frame. Keeps ``from_ts <= ts < to_ts`` when given.
+    Order within an instance is (``ts``, ``seq``); callers sort or window by ``ns`` with
+    those. The job itself reads through the event store (``store.py``); this reader serves
+    tests and one-off questions.
     """
     frame = (
         spark.read.schema(JOURNAL_SCHEMA)
         .option("mode", "DROPMALFORMED")
         .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "events-*.jsonl")
+        .option("pathGlobFilter", JOURNAL_FILE_GLOB)
         .json(list(paths))
     )
     frame = frame.where(
@@ -130,16 +142,6 @@ def read_journal(
         frame = frame.where(F.col("ts") >= F.lit(from_ts))
     if to_ts is not None:
         frame = frame.where(F.col("ts") < F.lit(to_ts))
-    return frame.withColumn("seq", F.coalesce(F.col("seq"), F.lit(0)))
-
-
-def local_spark(master: str = "local[*]", app_name: str = "pynamesrv-pipeline") -> SparkSession:
-    """A Spark session; ``local[*]`` embeds Spark in this process (no cluster needed)."""
-    return (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
+    return frame.withColumn("seq", F.coalesce(F.col("seq"), F.lit(0))).withColumn(
+        "file", F.col("_metadata.file_path")
     )

@@ -4,11 +4,17 @@ The three answer one question from different sides: when was a broker routed, an
 routing end. Sessions are computed once from the few boundary events (first registrations and
 removals) and reused by availability, exposure and divergence, so the bulk of the journal
 (heartbeats) is never sorted here.
+
+Incremental runs (``derive.py``) recompute the days from R on. A session is filed under the day
+it can no longer change (``settle_ms``): its end, or, while it is open or an outage still
+waits for the broker to come back (its mean time to recover), the instance's last event. A
+run that reads new data of an instance therefore finds, in the partitions it recomputes,
+every session the new data can change.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.runs import (
@@ -22,6 +28,22 @@ from pynamesrv.pipeline.runs import (
     day_start,
     days_of,
     overlap_ms,
+)
+
+# What a later run takes over of a session (``derive.Carry``): its start, end and what
+# follows it. ``run`` is found again from the start's (ts, seq).
+STATE_COLUMNS = (
+    "ns",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "start_ts",
+    "start_seq",
+    "end_ts",
+    "end_reason",
+    "eff_end_ts",
+    "next_start_ts",
 )
 
 SESSION_COLUMNS = (
@@ -61,18 +83,23 @@ LATENCY_COLUMNS = (
 BROKER = ("ns", "cluster", "broker_name", "broker_id", "broker_addr")
 
 
-def sessions_full(events: DataFrame) -> DataFrame:
-    """Every session with the internal columns other tables need.
+def marks(events: DataFrame) -> DataFrame:
+    """The events that start or end sessions: first registrations and removals."""
+    return events.where(
+        ((F.col("type") == REGISTERED) & F.col("first")) | (F.col("type") == REMOVED)
+    )
 
-    ``events`` carry run columns (``runs.with_runs``). Adds to the documented columns:
-    start_seq, run, eff_end_ts (end_ts, or the instance's last event for an open session).
+
+def sessions_full(marks: DataFrame) -> DataFrame:
+    """Every session started by ``marks`` with the internal columns other tables need.
+
+    ``marks`` (see ``marks``) carry run columns (``runs.with_runs``). Adds to the documented
+    columns: start_seq, run, eff_end_ts (end_ts, or the instance's last event for an open
+    session).
 
     A removal ends a session only inside the session's run and before its ``server_stopped``:
     a removal in a later run belongs to a later life of the instance.
     """
-    marks = events.where(
-        ((F.col("type") == REGISTERED) & F.col("first")) | (F.col("type") == REMOVED)
-    )
     after = (
         Window.partitionBy(*IDENTITY).orderBy("ts", "seq").rowsBetween(1, Window.unboundedFollowing)
     )
@@ -114,13 +141,40 @@ def sessions_full(events: DataFrame) -> DataFrame:
     )
 
 
+def is_outage(end_ts: Column, end_reason: Column) -> Column:
+    """A session that ended for a reason of the broker's (not a stop or crash of the server)."""
+    return end_ts.isNotNull() & ~end_reason.isin(STOPPED, LOST)
+
+
+def with_next_start(sessions: DataFrame) -> DataFrame:
+    """Adds next_start_ts: the start of the identity's next session (null: none yet)."""
+    following = Window.partitionBy(*IDENTITY).orderBy("start_ts", "start_seq")
+    return sessions.withColumn("next_start_ts", F.lead("start_ts").over(following))
+
+
+def settle_ms(end_ts: Column, end_reason: Column, eff_end_ts: Column, next_start: Column,
+              ns_last_ts: Column) -> Column:  # fmt: skip
+    """When a session's rows stop changing: its end; while open, or while an outage waits
+    for the next start (its time to recover), the instance's last event."""
+    outage = is_outage(end_ts, end_reason)
+    return (
+        F.when(end_ts.isNull(), eff_end_ts)
+        .when(outage & next_start.isNull(), ns_last_ts)
+        .when(outage, next_start)
+        .otherwise(end_ts)
+    )
+
+
 def broker_sessions(sessions: DataFrame) -> DataFrame:
-    """The documented columns of ``sessions_full``."""
-    return sessions.select(*SESSION_COLUMNS)
+    """The documented columns of ``sessions_full``, plus the partition ``day``: the UTC day
+    of end_ts, or of the instance's last event while the session is open."""
+    day = as_date(day_start(F.coalesce(F.col("end_ts"), F.col("eff_end_ts"))))
+    return sessions.select(*SESSION_COLUMNS, day.alias("day"))
 
 
 def detection_latency(events: DataFrame) -> DataFrame:
-    """One row per ``broker_removed``; a null last heartbeat gives a null latency."""
+    """One row per ``broker_removed``; a null last heartbeat gives a null latency. Partition
+    ``day``: the day of removed_ts."""
     return events.where(F.col("type") == REMOVED).select(
         "ns",
         "cluster",
@@ -131,23 +185,30 @@ def detection_latency(events: DataFrame) -> DataFrame:
         "last_heartbeat_ts",
         ((F.col("ts") - F.col("last_heartbeat_ts")) / 1000.0).alias("latency_s"),
         "reason",
+        as_date(day_start(F.col("ts"))).alias("day"),
     )
 
 
-def broker_availability(sessions: DataFrame, runs: DataFrame) -> DataFrame:
-    """Routed time, outages and mean time to recover per broker and UTC day.
+def broker_availability(
+    sessions: DataFrame, runs: DataFrame, start: int | None = None
+) -> DataFrame:
+    """Routed time, outages and mean time to recover per broker and UTC day (from the day of
+    ``start`` on, when given: ``sessions`` then hold every session that reaches it).
 
-    Sums are kept in integer ms and divided once, so the seconds are exact.
+    ``sessions`` carry next_start_ts (``with_next_start``). Sums are kept in integer ms and
+    divided once, so the seconds are exact.
     """
     day = F.col("day_ms")
     next_day = day + F.lit(DAY_MS)
+    lo = F.lit(start if start is not None else -(2**62)).cast("long")
 
     covered = (
-        runs.select(
+        runs.where(F.col("end_ts") >= lo)
+        .select(
             "ns",
             "start_ts",
             "end_ts",
-            F.explode(days_of(F.col("start_ts"), F.col("end_ts"))).alias("day_ms"),
+            F.explode(days_of(F.greatest(F.col("start_ts"), lo), F.col("end_ts"))).alias("day_ms"),
         )
         .groupBy("ns", "day_ms")
         .agg(
@@ -155,11 +216,14 @@ def broker_availability(sessions: DataFrame, runs: DataFrame) -> DataFrame:
         )
     )
     routed = (
-        sessions.select(
+        sessions.where(F.col("eff_end_ts") >= lo)
+        .select(
             *BROKER,
             "start_ts",
             "eff_end_ts",
-            F.explode(days_of(F.col("start_ts"), F.col("eff_end_ts"))).alias("day_ms"),
+            F.explode(days_of(F.greatest(F.col("start_ts"), lo), F.col("eff_end_ts"))).alias(
+                "day_ms"
+            ),
         )
         .groupBy(*BROKER, "day_ms")
         .agg(
@@ -168,16 +232,7 @@ def broker_availability(sessions: DataFrame, runs: DataFrame) -> DataFrame:
             )
         )
     )
-    following = Window.partitionBy(*IDENTITY).orderBy("start_ts", "start_seq")
-    outages = (
-        sessions.withColumn("next_start_ts", F.lead("start_ts").over(following))
-        .where(F.col("end_ts").isNotNull() & ~F.col("end_reason").isin(STOPPED, LOST))
-        .groupBy(*BROKER, day_start(F.col("end_ts")).alias("day_ms"))
-        .agg(
-            F.count(F.lit(1)).alias("outages"),
-            F.avg(F.col("next_start_ts") - F.col("end_ts")).alias("mttr_ms"),
-        )
-    )
+    outages = outage_stats(sessions.where(F.col("end_ts") >= lo))
     rows = routed.join(outages, [*BROKER, "day_ms"], "full_outer").join(
         covered, ["ns", "day_ms"], "left"
     )
@@ -190,4 +245,17 @@ def broker_availability(sessions: DataFrame, runs: DataFrame) -> DataFrame:
         F.when(F.col("covered_ms") > 0, routed_ms / F.col("covered_ms")).alias("routed_fraction"),
         outage_count.alias("outages"),
         (F.col("mttr_ms") / 1000.0).alias("mttr_s"),
+    )
+
+
+def outage_stats(sessions: DataFrame) -> DataFrame:
+    """BROKER, day_ms, outages, mttr_ms: the outages that ended each day, and the mean gap
+    from such an end to the next start (null when none has come yet)."""
+    return (
+        sessions.where(is_outage(F.col("end_ts"), F.col("end_reason")))
+        .groupBy(*BROKER, day_start(F.col("end_ts")).alias("day_ms"))
+        .agg(
+            F.count(F.lit(1)).alias("outages"),
+            F.avg(F.col("next_start_ts") - F.col("end_ts")).alias("mttr_ms"),
+        )
     )

@@ -1,8 +1,14 @@
 """routes-at: the route table an instance held at a past moment (pipeline-semantics.md).
 
-A point query: Spark reads the journals and reduces them to each instance's events from its
-last snapshot (or ``server_started``) at or before T up to T, without heartbeats and query
-counts; those few rows are replayed in Python exactly as ``namesrv.routes`` applies them.
+A point query: Spark reads the hour files around T (``history.py``: the file of T and the one
+before, more only when the last snapshot is further back) and reduces them to each instance's
+events from its last snapshot (or ``server_started``) at or before T up to T, without
+heartbeats and query counts; those few rows are replayed in Python exactly as
+``namesrv.routes`` applies them.
+
+This module imports without PySpark: ``RouteTable``, ``replay`` and the digests are plain
+Python (the admin CLI prints digests of live answers; a server can rebuild routes from its
+own journal), and only ``routes_at`` starts Spark work.
 
 Digests make "the same route" checkable: ``route_digest`` turns a live GET_ROUTEINFO_BY_TOPIC
 body and a rebuilt route into the same canonical JSON. The canonical form keeps only what the
@@ -20,45 +26,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from pynamesrv.pipeline.runs import REGISTERED, REMOVED, STARTED, key
-from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.remoting import fastjson
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Route = dict[str, list[dict[str, Any]]]
 
-_REPLAYED = (
-    STARTED,
-    "snapshot",
-    REGISTERED,
-    REMOVED,
-    "topic_removed",
-    "topic_queues_changed",
-    "perm_changed",
-)
-_COLUMNS = (
-    "ns",
-    "ts",
-    "seq",
-    "type",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
-    "topics_added",
-    "topics_changed",
-    "topic_configs",
-    "topic",
-    "queues",
-    "op",
-    "brokers",
-    "topics",
-)
+STARTED: Final = "server_started"
+REGISTERED: Final = "broker_registered"
+REMOVED: Final = "broker_removed"
 PERM_WRITE = 2
 PERM_READ_WRITE = 6
 
@@ -249,10 +230,6 @@ def replay(
     return table
 
 
-def _as_dict(row: Any) -> dict[str, Any]:
-    return row.asDict(recursive=True)
-
-
 def routes_at(
     spark: SparkSession,
     paths: Sequence[str],
@@ -262,32 +239,19 @@ def routes_at(
 ) -> dict[str, dict[str, Route]]:
     """``{instance: {topic: route}}`` as each instance (or only ``instance``) held it at
     ``at_ms`` (events at exactly ``at_ms`` included)."""
-    events: DataFrame = read_journal(spark, paths, to_ts=at_ms + 1)
-    if instance is not None:
-        events = events.where(F.col("ns") == instance)
-    events = events.where(F.col("type").isin(*_REPLAYED)).select(*_COLUMNS)
-    base = (
-        events.where(F.col("type").isin(STARTED, "snapshot"))
-        .groupBy("ns")
-        .agg(F.max(key()).alias("base"))
-    )
-    wanted = events.join(F.broadcast(base), "ns", "left").where(
-        F.col("base").isNull() | (key() >= F.col("base"))
-    )
-    rows = [_as_dict(r) for r in wanted.drop("base").collect()]
-    by_ns: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["ns"], r["ts"], r["seq"])):
-        by_ns.setdefault(row["ns"], []).append(row)
+    from pynamesrv.pipeline.history import next_snapshot, rows_since_base
+
+    by_ns, _ = rows_since_base(spark, paths, at_ms, instance)
     out: dict[str, dict[str, Route]] = {}
     for ns, ns_rows in sorted(by_ns.items()):
-        later = None
-        if _needs_fallback(ns_rows):
-            later = _next_snapshot(spark, paths, ns, at_ms)
+        later = next_snapshot(spark, paths, ns, at_ms) if needs_fallback(ns_rows) else None
         out[ns] = replay(ns_rows, later).routes()
     return out
 
 
-def _needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
+def needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
+    """True when a registration names a topic without its queue data (journals written
+    before ``topic_configs``)."""
     for row in rows:
         if row["type"] == REGISTERED:
             named = [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]
@@ -296,32 +260,20 @@ def _needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
     return False
 
 
-def _next_snapshot(
-    spark: SparkSession, paths: Sequence[str], ns: str, at_ms: int
-) -> dict[str, Any] | None:
-    """The first snapshot of ``ns`` after ``at_ms`` (only for journals without topic_configs)."""
-    later = (
-        read_journal(spark, paths, from_ts=at_ms + 1)
-        .where((F.col("ns") == ns) & (F.col("type") == "snapshot"))
-        .orderBy("ts", "seq")
-        .select("brokers", "topics")
-        .limit(1)
-        .collect()
-    )
-    return _as_dict(later[0]) if later else None
-
-
-def describe(routes: Mapping[str, Mapping[str, Route]], at_ms: int) -> dict[str, Any]:
+def describe(
+    routes: Mapping[str, Mapping[str, Route]], at_ms: int, topic: str | None = None
+) -> dict[str, Any]:
     """The printed answer: per instance the table digest, and per topic the route and its
-    digest (compare with ``route_digest`` of a live answer)."""
-    return {
-        ns: {
+    digest (compare with ``route_digest`` of a live answer, e.g. ``pynamesrv admin
+    topicRoute --digest``). With ``topic``, only that topic (and no table digest)."""
+    out: dict[str, Any] = {}
+    for ns, table in routes.items():
+        shown = {t: r for t, r in table.items() if topic is None or t == topic}
+        entry: dict[str, Any] = {
             "time": at_ms,
-            "digest": table_digest(table),
-            "topics": {
-                topic: {"digest": route_digest(route), "route": route}
-                for topic, route in table.items()
-            },
+            "topics": {t: {"digest": route_digest(r), "route": r} for t, r in shown.items()},
         }
-        for ns, table in routes.items()
-    }
+        if topic is None:
+            entry["digest"] = table_digest(table)
+        out[ns] = entry
+    return out

@@ -30,6 +30,7 @@ from pynamesrv.cli.admin.mqadmin_json import route_text
 from pynamesrv.cli.admin.options import Options
 from pynamesrv.cli.admin.session import Session, body_json, read_first, run
 from pynamesrv.namesrv import requests
+from pynamesrv.pipeline.timetravel import route_digest
 
 DEFAULT_DIFF_CONCURRENCY: Final = 16
 RETRY_PREFIX: Final = "%RETRY%"
@@ -99,7 +100,13 @@ def topic_list(opts: Options, cluster_model: bool, concurrency: int) -> None:
     help="A table of the topic's brokers and queues instead of the route JSON "
     "(mqadmin 5.x's list format).",
 )
-def topic_route(opts: Options, topic: str, as_list: bool) -> None:
+@click.option(
+    "--digest",
+    is_flag=True,
+    help="Also print the route's SHA-256 digest, the one `pynamesrv pipeline routes-at` "
+    "prints for a route rebuilt from the journal.",
+)
+def topic_route(opts: Options, topic: str, as_list: bool, digest: bool) -> None:
     """Show a topic's route: its brokers and queues.
 
     GET_ROUTEINFO_BY_TOPIC, printed exactly as mqadmin prints it (fastjson's pretty
@@ -109,12 +116,16 @@ def topic_route(opts: Options, topic: str, as_list: bool) -> None:
 
     async def job(session: Session) -> int:
         addr, route = await read_route(session, topic)
+        extra = {"digest": route_digest(route)} if digest else {}
         if opts.json:
-            render.print_json({"namesrv": addr, "topic": topic, "route": route})
-        elif as_list:
+            render.print_json({"namesrv": addr, "topic": topic, "route": route, **extra})
+            return EXIT_OK
+        if as_list:
             _print_route_list(route)
         else:
             render.print_raw(route_text(route))
+        if digest:
+            render.print_raw(f"digest: {extra['digest']}")
         return EXIT_OK
 
     run(opts, job)

@@ -1,0 +1,19 @@
+"""The one compiled part: the route-query fast path's hot loop (src/pynamesrv/namesrv/_fastpath.c).
+
+Optional: where no C compiler or Python headers are present the build skips it with a
+warning and pynamesrv runs the same code in pure Python (namesrv/fastpath.py). Everything
+else about the package is in pyproject.toml.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "pynamesrv.namesrv._fastpath",
+            ["src/pynamesrv/namesrv/_fastpath.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+    ]
+)

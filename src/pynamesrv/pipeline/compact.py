@@ -1,0 +1,210 @@
+"""Parsed journal lines → event-store rows: heartbeats folded into one row per run.
+
+``broker_heartbeat`` lines (a registration that changed nothing) are ~95 % of a journal. No
+table needs them one by one: stale exposure needs only the gaps longer than the heartbeat
+interval, and every other table ignores them. So at ingestion each broker's heartbeats in one
+hour file become *segments*: the sorted beat times of the broker between two of its own other
+events (registrations, removals), kept whole in two arrays. The gaps are read from the
+arrays later, for whatever ``--heartbeat-interval`` a run asks, so the store does not depend
+on it; and no later stage sorts millions of heartbeats again.
+
+How, without a sort of the whole journal: one aggregation groups each broker's lines of one
+file (heartbeats and its boundary events) and passes every other line through as a group of
+its own; the partial aggregation runs next to the parse, so only ~1,000 groups per instance and
+hour cross the shuffle. Arrays are then cut with higher-order functions, in one pass that
+also emits the other lines and a per-file count of lines that were not events (malformed,
+torn, or without ``ts``/``ns``/``type``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from pynamesrv.pipeline.schema import CORRUPT, SNAPSHOT_QUEUE
+
+HEARTBEAT: Final = "broker_heartbeat"
+REGISTERED: Final = "broker_registered"
+REMOVED: Final = "broker_removed"
+
+# One store row. Heartbeat segments carry beat_ts/beat_seq (ts/seq are their first beat);
+# other events carry one line each; a row with a null type counts a file's bad lines.
+STORE_SCHEMA: Final = StructType(
+    [
+        StructField("ts", LongType()),
+        StructField("ns", StringType()),
+        StructField("seq", LongType()),
+        StructField("type", StringType()),
+        StructField("cluster", StringType()),
+        StructField("broker_name", StringType()),
+        StructField("broker_id", LongType()),
+        StructField("broker_addr", StringType()),
+        StructField("first", BooleanType()),
+        StructField("topics_added", ArrayType(StringType())),
+        StructField("topics_changed", ArrayType(StringType())),
+        StructField("reason", StringType()),
+        StructField("last_heartbeat_ts", LongType()),
+        StructField("topic", StringType()),
+        StructField("counts", MapType(StringType(), LongType())),
+        StructField("topics", MapType(StringType(), ArrayType(SNAPSHOT_QUEUE))),
+        StructField("beat_ts", ArrayType(LongType())),
+        StructField("beat_seq", ArrayType(LongType())),
+        StructField("last_ts", LongType()),
+        StructField("lines", LongType()),
+        StructField("malformed", LongType()),
+        StructField("invalid", LongType()),
+    ]
+)
+STORE_COLUMNS: Final = tuple(f.name for f in STORE_SCHEMA.fields)
+# The journal fields a store row keeps (everything the tables read).
+EVENT_FIELDS: Final = STORE_COLUMNS[: STORE_COLUMNS.index("topics") + 1]
+_TYPES: Final[dict[str, DataType]] = {f.name: f.dataType for f in STORE_SCHEMA.fields}
+
+
+def _struct(values: dict[str, Column]) -> Column:
+    """A store row as one struct; absent columns are typed nulls."""
+    return F.struct(
+        *[values.get(name, F.lit(None)).cast(_TYPES[name]).alias(name) for name in STORE_COLUMNS]
+    )
+
+
+def _key(struct: Column) -> Column:
+    return F.struct(struct["ts"].alias("ts"), struct["seq"].alias("seq"))
+
+
+def segment_starts(beats: Column, bounds: Column) -> Column:
+    """Indexes in ``beats`` (sorted structs of ts, seq, broker_name, broker_id; a column, not
+    an expression: it is read once per element) where a segment starts: the first beat, a
+    change of the broker's name or id, or one of ``bounds`` (sorted ``(ts, seq)`` structs)
+    lying between the beat and the one before."""
+
+    def starts_here(i: Column) -> Column:
+        here, before = F.get(beats, i), F.get(beats, i - 1)
+        return (
+            (i == 0)
+            | ~here["broker_name"].eqNullSafe(before["broker_name"])
+            | ~here["broker_id"].eqNullSafe(before["broker_id"])
+            | F.exists(bounds, lambda b: (b > _key(before)) & (b < _key(here)))
+        )
+
+    n = F.size(beats)
+    return F.when(n > 0, F.filter(F.sequence(F.lit(0), n - 1), starts_here)).otherwise(
+        F.array().cast("array<int>")
+    )
+
+
+def segments(beats: Column, starts: Column) -> Column:
+    """``beats`` cut at ``starts`` (both columns): an array of beat arrays."""
+    n = F.size(beats)
+    return F.transform(
+        starts, lambda s, k: F.slice(beats, s + 1, F.coalesce(F.get(starts, k + 1), n) - s)
+    )
+
+
+def compact(parsed: DataFrame) -> DataFrame:
+    """Store rows (``STORE_COLUMNS``) from parsed journal lines.
+
+    ``parsed`` has the journal schema's columns, optionally ``_corrupt_record`` (a line Spark
+    could not parse) and ``file`` (where the line came from; heartbeats are grouped per file so
+    that a file's rows can be replaced alone). Without ``file`` the whole frame is one group.
+    """
+    corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in parsed.columns else F.lit(False)
+    missing = F.col("ts").isNull() | F.col("ns").isNull() | F.col("type").isNull()
+    valid = ~corrupt & ~missing
+    identity = valid & F.col("type").isin(HEARTBEAT, REGISTERED, REMOVED)
+    is_beat = valid & (F.col("type") == HEARTBEAT)
+    file = F.col("file") if "file" in parsed.columns else F.lit(None).cast("string")
+    lines = parsed.select(
+        file.alias("file"),
+        *[F.col(c) for c in EVENT_FIELDS if c != "seq"],
+        F.coalesce(F.col("seq"), F.lit(0)).cast("long").alias("seq"),
+        valid.alias("valid"),
+        identity.alias("identity"),
+        is_beat.alias("is_beat"),
+        corrupt.alias("is_malformed"),
+        (~corrupt & missing).alias("is_invalid"),
+    )
+    # A broker's lines of one file form one group; every other event is a group of its own
+    # (two lines share one only if equal in ts, seq and type: both are kept); the bad lines of
+    # a file form one more. The key is deterministic so that Spark reuses the aggregation's
+    # shuffle for the three outputs below instead of parsing the journal once for each.
+    own_group = F.when(F.col("valid") & ~F.col("identity"), F.struct("ts", "seq", "type"))
+    beat = F.struct("ts", "seq", "broker_name", "broker_id")
+    grouped = lines.groupBy(
+        "file",
+        F.when(F.col("valid"), F.col("ns")).alias("g_ns"),
+        F.when(F.col("identity"), F.col("cluster")).alias("g_cluster"),
+        F.when(F.col("identity"), F.col("broker_addr")).alias("g_addr"),
+        own_group.alias("g_row"),
+    ).agg(
+        F.collect_list(F.when(F.col("is_beat"), beat)).alias("beats"),
+        F.min(F.when(F.col("is_beat"), F.struct("broker_name", "broker_id"))).alias("name_lo"),
+        F.max(F.when(F.col("is_beat"), F.struct("broker_name", "broker_id"))).alias("name_hi"),
+        F.collect_list(F.when(F.col("valid") & ~F.col("is_beat"), F.struct(*EVENT_FIELDS))).alias(
+            "rows"
+        ),
+        F.count(F.when(F.col("is_malformed"), 1)).alias("malformed"),
+        F.count(F.when(F.col("is_invalid"), 1)).alias("invalid"),
+    )
+    # Every output row comes from one projection of the aggregation: as separate queries
+    # the optimizer would prune each one's aggregation differently and parse the journal once
+    # for each. Lambdas run interpreted, so the common case (one name, no other event of the
+    # broker in the hour: one segment) takes none over the beats.
+    grouped = grouped.select(
+        "*",
+        F.sort_array("beats").alias("sorted"),
+        F.sort_array(F.transform(F.col("rows"), _key)).alias("bounds"),
+        ((F.size("rows") == 0) & F.col("name_lo").eqNullSafe(F.col("name_hi"))).alias("whole"),
+    )
+    grouped = grouped.withColumn(
+        "segments",
+        F.when(F.size("sorted") == 0, F.array())
+        .when(F.col("whole"), F.array(F.col("sorted")))
+        .otherwise(segments(F.col("sorted"), segment_starts(F.col("sorted"), F.col("bounds")))),
+    )
+    rows = F.transform(
+        F.col("rows"),
+        lambda r: _struct(
+            {**{c: r[c] for c in EVENT_FIELDS}, "last_ts": r["ts"], "lines": F.lit(1)}
+        ),
+    )
+    runs = F.transform(
+        F.col("segments"),
+        lambda seg: _struct(
+            {
+                "ts": F.get(seg, 0)["ts"],
+                "ns": F.col("g_ns"),
+                "seq": F.get(seg, 0)["seq"],
+                "type": F.lit(HEARTBEAT),
+                "cluster": F.col("g_cluster"),
+                "broker_name": F.get(seg, 0)["broker_name"],
+                "broker_id": F.get(seg, 0)["broker_id"],
+                "broker_addr": F.col("g_addr"),
+                "beat_ts": seg["ts"],
+                "beat_seq": seg["seq"],
+                "last_ts": F.get(seg, F.size(seg) - 1)["ts"],
+                "lines": F.size(seg),
+            }
+        ),
+    )
+    bad = F.col("malformed") + F.col("invalid")
+    summary = F.when(
+        bad > 0,
+        F.array(
+            _struct({"lines": bad, "malformed": F.col("malformed"), "invalid": F.col("invalid")})
+        ),
+    ).otherwise(F.array())
+    out = grouped.select("file", F.explode(F.concat(rows, runs, summary)).alias("r"))
+    return out.select("file", *[F.col(f"r.{c}").alias(c) for c in STORE_COLUMNS])

@@ -1,0 +1,162 @@
+"""The journal lines a point in time needs, read from as few hour files as possible.
+
+``routes-at`` rebuilds a route table from an instance's last snapshot (or start) at or before
+T plus the events after it. Snapshots are written every 10 minutes, so the answer is almost
+always in the hour file of T and the one before: those are read first, and only an instance
+whose base is not among them gets older files, twice as many each time. A day or a year of
+journals costs the same two files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pynamesrv.namesrv.journal import instance_dir_name
+from pynamesrv.pipeline.fs import HadoopFS
+from pynamesrv.pipeline.runs import HOUR_MS, REGISTERED, REMOVED, STARTED, key
+from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
+from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
+
+REPLAYED: Final = (
+    STARTED,
+    "snapshot",
+    REGISTERED,
+    REMOVED,
+    "topic_removed",
+    "topic_queues_changed",
+    "perm_changed",
+)
+COLUMNS: Final = (
+    "ns",
+    "ts",
+    "seq",
+    "type",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "topics_added",
+    "topics_changed",
+    "topic_configs",
+    "topic",
+    "queues",
+    "op",
+    "brokers",
+    "topics",
+)
+FIRST_FILES: Final = 2  # the hour of T and the one before
+
+
+def _read(spark: SparkSession, files: Sequence[JournalFile], instance: str | None) -> DataFrame:
+    frame = (
+        spark.read.schema(JOURNAL_SCHEMA)
+        .option("mode", "DROPMALFORMED")
+        .json([f.path for f in files])
+        .where(F.col("type").isin(*REPLAYED) & F.col("ns").isNotNull() & F.col("ts").isNotNull())
+        .withColumn("seq", F.coalesce(F.col("seq"), F.lit(0)))
+    )
+    if instance is not None:
+        frame = frame.where(F.col("ns") == instance)
+    return frame.select(*COLUMNS, instance_dir(F.col("_metadata.file_path")).alias("dir"))
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    return dict(row.asDict(recursive=True))
+
+
+def _by_instance_dir(
+    files: Sequence[JournalFile], instance: str | None
+) -> dict[str, list[JournalFile]]:
+    """Hour files per instance directory, oldest first (only the instance's own directory
+    when there is one of its name)."""
+    by_dir: dict[str, list[JournalFile]] = {}
+    for file in files:
+        by_dir.setdefault(file.instance, []).append(file)
+    if instance is not None and instance_dir_name(instance) in by_dir:
+        by_dir = {instance_dir_name(instance): by_dir[instance_dir_name(instance)]}
+    return {d: sorted(fs, key=lambda f: f.hour_ms) for d, fs in by_dir.items()}
+
+
+def rows_since_base(
+    spark: SparkSession, paths: Sequence[str], at_ms: int, instance: str | None = None
+) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """Each instance's replayed events from its last ``snapshot`` / ``server_started`` at or
+    before ``at_ms`` up to ``at_ms``, in order; and how many hour files were read."""
+    files = find_journal_files(HadoopFS(spark), paths)
+    hour = at_ms // HOUR_MS * HOUR_MS
+    before = {
+        d: [f for f in fs if f.hour_ms <= hour]
+        for d, fs in _by_instance_dir(files, instance).items()
+    }
+    taken = {d: min(FIRST_FILES, len(fs)) for d, fs in before.items() if fs}
+    while True:
+        chosen = [f for d, n in taken.items() for f in before[d][-n:]]
+        if not chosen:
+            return {}, 0
+        events = _read(spark, chosen, instance).where(F.col("ts") <= F.lit(at_ms))
+        bases = {
+            r["ns"]: r["base"]
+            for r in events.where(F.col("type").isin(STARTED, "snapshot"))
+            .groupBy("ns")
+            .agg(F.max(key()).alias("base"))
+            .collect()
+        }
+        homes = events.select("ns", "dir").distinct().collect()
+        short = {r["dir"] for r in homes if r["ns"] not in bases}
+        grow = [d for d, n in taken.items() if d in short and n < len(before[d])]
+        if not grow:
+            break
+        for d in grow:
+            taken[d] = min(2 * taken[d], len(before[d]))
+    wanted = events
+    if bases:
+        limits = spark.createDataFrame(
+            [(ns, b["ts"], b["seq"]) for ns, b in bases.items()], "ns string, b_ts long, b_seq long"
+        )
+        wanted = (
+            events.join(F.broadcast(limits), "ns", "left")
+            .where(
+                F.col("b_ts").isNull()
+                | (F.col("ts") > F.col("b_ts"))
+                | ((F.col("ts") == F.col("b_ts")) & (F.col("seq") >= F.col("b_seq")))
+            )
+            .drop("b_ts", "b_seq")
+        )
+    by_ns: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(
+        (_as_dict(r) for r in wanted.drop("dir").collect()),
+        key=lambda r: (r["ns"], r["ts"], r["seq"]),
+    ):
+        by_ns.setdefault(row["ns"], []).append(row)
+    return by_ns, len(chosen)
+
+
+def next_snapshot(
+    spark: SparkSession, paths: Sequence[str], ns: str, at_ms: int
+) -> dict[str, Any] | None:
+    """The first snapshot of ``ns`` after ``at_ms`` (for journals written before
+    ``topic_configs``), from the hour files after T, a few at a time."""
+    files = find_journal_files(HadoopFS(spark), paths)
+    hour = at_ms // HOUR_MS * HOUR_MS
+    later = sorted((f for f in files if f.hour_ms >= hour), key=lambda f: f.hour_ms)
+    count = FIRST_FILES
+    done = 0
+    while done < len(later):
+        batch = later[done : done + count]
+        found = (
+            _read(spark, batch, ns)
+            .where((F.col("ts") > F.lit(at_ms)) & (F.col("type") == "snapshot"))
+            .orderBy("ts", "seq")
+            .select("brokers", "topics")
+            .limit(1)
+            .collect()
+        )
+        if found:
+            return _as_dict(found[0])
+        done += len(batch)
+        count *= 2
+    return None

@@ -1,0 +1,187 @@
+"""Incremental runs: journals fed hour by hour give the tables one whole run gives.
+
+The journal grows as an operator's does: the open hour file is read half-written and again
+once complete, closed hours are gzip-compressed (for a while next to their ``.jsonl`` twin),
+and the data crosses midnight with a restart and a crash on the way. After every step the
+published tables must equal a whole computation over the same files, and at the end the
+generator's ground truth; a run over unchanged journals must change nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+from pyspark.sql import SparkSession
+
+from pynamesrv.pipeline.generate import GroundTruth, generate
+from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, run_pipeline
+from pynamesrv.pipeline.schema import read_journal
+
+from .journals import (
+    T0,
+    assert_same_rows,
+    heartbeat,
+    registered,
+    removed,
+    started,
+    write_journal,
+)
+
+# 22:10 UTC: four hours cross midnight; the generator restarts and crashes an instance.
+START_MS = round(datetime(2026, 11, 18, 22, 10, tzinfo=UTC).timestamp() * 1000)
+HEARTBEAT_S = 30.0
+
+
+def published(spark: SparkSession, out: Path, name: str) -> list:
+    return spark.read.parquet(str(out / name)).collect()
+
+
+def assert_tables_equal_whole(spark: SparkSession, out: Path, journal: Path) -> None:
+    """Every published table equals a whole computation over ``journal`` (no twins there)."""
+    derived = Derived.of(read_journal(spark, [str(journal)]), HEARTBEAT_S)
+    try:
+        for name in TABLES:
+            expected = [r.asDict(recursive=True) for r in derived.table(name).collect()]
+            assert_same_rows(published(spark, out, name), expected, COLUMNS[name])
+    finally:
+        derived.release()
+
+
+def hour_files(root: Path) -> dict[str, list[Path]]:
+    return {d.name: sorted(d.glob("events-*.jsonl")) for d in sorted(root.iterdir()) if d.is_dir()}
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GroundTruth]:
+    root = tmp_path_factory.mktemp("full")
+    truth = generate(
+        root, brokers=12, instances=2, hours=4, seed=3, start_ms=START_MS, stop_at_end=False
+    )
+    return root, truth
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Path]:
+    """The journal directory the runs read, filled step by step."""
+    path = tmp_path / "journal"
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_hour_by_hour_runs_publish_what_one_whole_run_does(
+    spark: SparkSession,
+    deployment: tuple[Path, GroundTruth],
+    live: Path,
+    tmp_path: Path,
+) -> None:
+    source, truth = deployment
+    files = hour_files(source)
+    hours = max(len(v) for v in files.values())
+    assert hours == 5 and datetime.fromtimestamp(START_MS / 1000, UTC).hour == 22
+    out = tmp_path / "out"
+
+    def run(**options: object):
+        return run_pipeline(spark, [str(live)], str(out), heartbeat_interval_s=HEARTBEAT_S,
+                            **options)  # type: ignore[arg-type]  # fmt: skip
+
+    def place(instance: str, index: int, part: slice = slice(None)) -> Path:
+        target = live / instance / files[instance][index].name
+        target.parent.mkdir(exist_ok=True)
+        lines = files[instance][index].read_bytes().splitlines(keepends=True)[part]
+        with target.open("ab") as handle:
+            handle.write(b"".join(lines))
+        return target
+
+    # 1: the first hour, and the second one half-written (the open hour).
+    for instance in files:
+        place(instance, 0)
+        half = len(files[instance][1].read_bytes().splitlines()) // 2
+        place(instance, 1, slice(None, half))
+    first = run()
+    assert first.start is None and first.ingested == 4
+    assert_tables_equal_whole(spark, out, live)
+
+    # 2: the rest of hour two, hour three too; nothing else changed.
+    for instance in files:
+        half = len(files[instance][1].read_bytes().splitlines()) // 2
+        place(instance, 1, slice(half, None))
+        place(instance, 2)
+    second = run()
+    assert second.ingested == 4 and second.start is not None
+    assert_tables_equal_whole(spark, out, live)
+
+    # 3: hours one and two compressed, hour one still next to its .jsonl twin; hour four.
+    for instance in files:
+        for index in (0, 1):
+            plain = live / instance / files[instance][index].name
+            with gzip.open(plain.with_name(plain.name + ".gz"), "wb") as handle:
+                handle.write(plain.read_bytes())
+            if index == 1:
+                plain.unlink()
+        place(instance, 3)
+    third = run()
+    assert third.ingested == 2 * 3  # the two .gz files are new paths; hour four
+    assert third.events == sum(
+        len(f.read_bytes().splitlines()) for fs in files.values() for f in fs[:4]
+    )
+
+    # 4: the last hour; the .jsonl twins are gone now.
+    for instance in files:
+        (live / instance / files[instance][0].name).unlink()
+        place(instance, 4)
+    fourth = run()
+    assert fourth.ingested == 2
+    for name in TABLES:
+        assert_same_rows(published(spark, out, name), truth.table(name), COLUMNS[name])
+
+    # Nothing new: nothing is read, recomputed or published.
+    manifest = (out / "_manifest.json").read_bytes()
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    again = run()
+    assert again.nothing_new and again.ingested == 0
+    assert (out / "_manifest.json").read_bytes() == manifest
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == stamps
+
+    # A whole recomputation of the same history publishes the same rows.
+    whole = run(full=True)
+    assert whole.start is None and whole.ingested == 0
+    for name in TABLES:
+        assert_same_rows(published(spark, out, name), truth.table(name), COLUMNS[name])
+    assert orjson.loads((out / "_manifest.json").read_bytes())["totals"]["events"] == whole.events
+
+
+def test_an_outage_of_an_earlier_day_gets_its_time_to_recover_later(
+    spark: SparkSession, live: Path, tmp_path: Path
+) -> None:
+    """b2 expires on day 1 and comes back on day 2: the run that reads its return recomputes
+    day 2 only, and puts the time to recover into day 1's availability row."""
+    a1, a2 = "10.0.0.1:10911", "10.0.0.2:10911"
+    day = 86_400.0
+    events = [started(0), registered(10, "C", "b1", a1), registered(20, "C", "b2", a2)]
+    events += [heartbeat(t, "C", "b1", a1) for t in range(600, int(1.5 * day), 600)]
+    events += [removed(36_000, "C", "b2", a2, "expired", 35_880)]
+    events += [registered(1.5 * day + 60, "C", "b2", a2)]
+    events += [heartbeat(t, "C", "b1", a1) for t in range(int(1.5 * day) + 600, int(2 * day), 600)]
+    write_journal(tmp_path / "all", "n:1", events)
+    files = sorted((tmp_path / "all" / "n_1").iterdir())
+    back = next(f for f in files if f.name == datetime.fromtimestamp(
+        (T0 + 1.5 * day * 1000) / 1000, UTC).strftime("events-%Y%m%d-%H.jsonl"))  # fmt: skip
+    (live / "n_1").mkdir()
+    out = tmp_path / "out"
+    for batch in (files[: files.index(back)], files[files.index(back) :]):
+        for file in batch:
+            shutil.copy(file, live / "n_1" / file.name)
+        result = run_pipeline(spark, [str(live)], str(out))
+    assert result.start == T0 + 86_400_000  # day 2 only
+    rows = {r["day"].isoformat(): r for r in published(spark, out, "broker_availability")
+            if r["broker_addr"] == a2}  # fmt: skip
+    assert rows["2026-01-01"]["outages"] == 1
+    assert rows["2026-01-01"]["mttr_s"] == pytest.approx(1.5 * day + 60 - 36_000)
+    assert_tables_equal_whole(spark, out, live)
