@@ -44,6 +44,11 @@ from pynamesrv.remoting.command import RemotingCommand
             [PermChanged("broker-a", "wipe", 12)],
             "broker=broker-a topics=12",
         ),
+        (  # a field the caller left out is shown as "-", not as Python's None
+            RemotingCommand(code=RequestCode.WIPE_WRITE_PERM_OF_BROKER, ext_fields={}),
+            [],
+            "broker=- topics=0",
+        ),
         (
             requests.delete_topic_in_namesrv("T", "C"),
             [TopicQueuesChanged("T", "deleted_in_cluster", [])],

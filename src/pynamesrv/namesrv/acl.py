@@ -99,8 +99,9 @@ class Need(Enum):
 
 
 def shown(text: object, limit: int = _SHOWN_MAX) -> str:
-    """A peer-supplied value fit for one log line or remark: escaped, truncated."""
-    value = str(text)
+    """A peer-supplied value fit for one log line or remark: escaped, truncated; a field
+    the peer left out is ``-``, not Python's ``None``."""
+    value = "-" if text is None else str(text)
     if value.isprintable() and len(value) <= limit:
         return value
     escaped = value[:limit].encode("unicode_escape").decode("ascii")
