@@ -115,6 +115,7 @@ class RouteQueryFastPath:
         so both paths write the same header. ``compiled``: use ``_fastpath.c`` when it was
         built (the tests run both)."""
         self.routes = routes
+        self._answers = routes.answers  # its route_generation is read once per read
         self.stats = stats
         self.cache_allowed = cache_allowed
         self.template = template
@@ -149,7 +150,7 @@ class RouteQueryFastPath:
         if not self.cache_allowed():
             return None
         started = perf_counter()
-        done = _compiled.answer_read(data, self._shapes, self.routes.route_generation)  # type: ignore[union-attr]
+        done = _compiled.answer_read(data, self._shapes, self._answers.route_generation)  # type: ignore[union-attr]
         if done is None:
             return self._answer_read(data)
         answers, count = done
@@ -168,7 +169,7 @@ class RouteQueryFastPath:
             return None
         started = perf_counter()
         shapes = self._shapes
-        generation = self.routes.route_generation
+        generation = self._answers.route_generation
         out: list[bytes] = []
         answered: list[_Shape] = []
         pos, total = 0, len(data)
