@@ -369,11 +369,11 @@ class NamesrvController:
         log.info("The Name Server stopped")
 
     @staticmethod
-    async def _every(first_s: float, period_s: float, job: object) -> None:
+    async def _every(first_s: float, period_s: float, job: Callable[[], object]) -> None:
         await asyncio.sleep(first_s)
         while True:
             try:
-                job()  # type: ignore[operator]
+                job()
             except Exception:
                 log.exception("periodic task %s failed", getattr(job, "__name__", "?"))
             await asyncio.sleep(period_s)

@@ -409,7 +409,7 @@ def run_steps(steps: Generator[None, None, RegisterBrokerBody]) -> RegisterBroke
         try:
             next(steps)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return done.value
 
 
 class _InflatingReader:

@@ -475,7 +475,7 @@ class DefaultRequestProcessor:
         # Zone mode (5.x ZoneRouteRPCHook): only the zone's groups and the master-less ones.
         # Answered in the dialect the client asked for (Java: always the legacy one).
         body = self.route_answer_body(topic, standard, zone_of(request.ext_fields))
-        if body is None:
+        if body is None or topic is None:  # no topic has no route: body is None then
             self.stats.count_miss(_java(topic))
             return RemotingCommand.response_to(
                 request,
@@ -483,7 +483,7 @@ class DefaultRequestProcessor:
                 f"No topic route info in name server for the topic: {_java(topic)}\n"
                 f"See {FAQ_URL_5 if self.java5 else FAQ_URL} for further details.",
             )
-        self._count_hit(topic)  # type: ignore[arg-type]
+        self._count_hit(topic)
         if request.serialize_type == SerializeType.JSON:
             return self.route_template.frame(request.opaque, body)
         return self._ok(request, body)

@@ -104,6 +104,7 @@ class RouteRegistry(TopicEdits):
             delete_missing_topics=delete_missing_topics,
         )
         body = load_body() if need_body else None
+        # No body only when a live entry sent the same bytes before (``needs_body``).
         data_version = body.data_version if body is not None else live.data_version  # type: ignore[union-attr]
 
         touched: set[str] = set()
