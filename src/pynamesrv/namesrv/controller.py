@@ -21,7 +21,8 @@ from time import perf_counter
 from typing import Final
 
 from pynamesrv import __version__
-from pynamesrv.namesrv.acl import AccessControl, is_loopback_host
+from pynamesrv.namesrv.acl import AccessControl
+from pynamesrv.namesrv.addresses import is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import ConfigChanged, Event

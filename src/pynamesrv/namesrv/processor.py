@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from pynamesrv.namesrv import audit
-from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied, caller_address
+from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied
+from pynamesrv.namesrv.addresses import caller_address
 from pynamesrv.namesrv.config import (
     ConfigRegistry,
     ConfigUpdateRefused,
