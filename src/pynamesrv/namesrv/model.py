@@ -3,6 +3,9 @@
 Records are plain slotted dataclasses named after their Java counterparts. The body codecs
 live here, not in the processor, because both sides use them: the name server decodes
 RegisterBrokerBody and the Python broker client (``pynamesrv.broker.client``) encodes it.
+Over 500 lines because each record keeps its wire codec beside it (the register body's
+stepwise, inflation-bounded decoder included): split apart, every Java class would live in
+two modules.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ them: a ``RemotingCommand``, or for a route-query hit the finished frame as ``by
 cached body behind a header template: no dict, no encoder). Requests that persist a file
 (KV and config updates) return an awaitable instead, which the server awaits before it
 answers, so an acknowledged write is on disk.
+
+Over 500 lines on purpose: it is the one dispatch table of the thirty-odd request codes
+Java's DefaultRequestProcessor serves, each handler a few lines of argument checks around a
+call into the registry, KV store or config, kept side by side so it reads against Java's.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ plain connection pays one ``is None`` check per read for this, no more.
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
 can drop the brokers registered on it.
+
+Over 500 lines because ``Connection`` is one state machine (first-byte TLS switch, frame
+timeout, buffer accounting, back-pressure, answers awaited in order) whose states share
+fields; split up, one connection's invariants would be spread over several modules.
 """
 
 from __future__ import annotations
