@@ -40,12 +40,14 @@ run: $(VENV)/.installed-run
 test: $(VENV)/.installed-test $(NODE_DIR)/node_modules/.installed $(CHROMIUM)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # Each prints its figures next to a reference measured in the same run (see README).
 bench: $(VENV)/.installed-test
@@ -58,4 +60,4 @@ docs: $(VENV)/.installed-run
 	$(BIN)/python -c 'from pynamesrv.namesrv.config import reference_markdown as r; print(r(), end="")' > docs/configuration.md
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .mypy_cache

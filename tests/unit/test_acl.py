@@ -14,14 +14,12 @@ from pynamesrv.namesrv.acl import (
     AccessControl,
     AccessDenied,
     AclFileError,
-    AddressPattern,
     Need,
-    host_of,
-    is_loopback_host,
     load_accounts,
     load_tools_yml,
     shown,
 )
+from pynamesrv.namesrv.addresses import AddressPattern, host_of, is_loopback_host
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.remoting.acl_sign import (
     Credentials,

@@ -284,12 +284,12 @@ def test_zone_answers_are_cached_per_zone_and_bounded() -> None:
     assert routes.route_body("Z", False, None, "zoneA") is not first  # other dialect
     for n in range(100):  # invented zones share one entry
         routes.route_body("Z", True, None, f"made-up-{n}")
-    assert len(routes.zone_route_cache["Z"].answers) == 3
+    assert len(routes.answers.zone_route_cache["Z"].answers) == 3
     Broker(routes, zone="zoneA", acting=False, topics={"Z": topic("Z", queues=8)}).register(
         delete_missing=False
     )  # same version: nothing changes, so the cache stays
     routes.wipe_write_perm("broker-a")
-    assert "Z" not in routes.zone_route_cache
+    assert "Z" not in routes.answers.zone_route_cache
     assert b'"perm":4' in routes.route_body("Z", True, None, "zoneA")
 
 

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import random
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -235,7 +236,7 @@ def fuzz(
     def echo_progress(stats: FuzzStats) -> None:
         line = stats.progress_line()
         if terminal:
-            click.echo("\r" + line[: click.get_terminal_size()[0] - 1], nl=False, file=out)
+            click.echo("\r" + line[: shutil.get_terminal_size().columns - 1], nl=False, file=out)
         else:
             click.echo(line, file=out)
 

@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -335,9 +336,7 @@ def generate(
     lines = 0
     for file in files:
         with file.open("rb") as handle:
-            lines += sum(
-                chunk.count(b"\n") for chunk in iter(lambda h=handle: h.read(1 << 20), b"")
-            )
+            lines += sum(chunk.count(b"\n") for chunk in iter(partial(handle.read, 1 << 20), b""))
     console.print(
         f"wrote {lines:,} journal lines ({size / 1e6:,.1f} MB, {len(files)} files) of "
         f"{instances} instance(s) and {brokers} broker(s) over {hours:g} h in {seconds:.1f} s"

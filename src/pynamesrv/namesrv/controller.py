@@ -21,7 +21,8 @@ from time import perf_counter
 from typing import Final
 
 from pynamesrv import __version__
-from pynamesrv.namesrv.acl import AccessControl, is_loopback_host
+from pynamesrv.namesrv.acl import AccessControl
+from pynamesrv.namesrv.addresses import is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import ConfigChanged, Event
@@ -369,11 +370,11 @@ class NamesrvController:
         log.info("The Name Server stopped")
 
     @staticmethod
-    async def _every(first_s: float, period_s: float, job: object) -> None:
+    async def _every(first_s: float, period_s: float, job: Callable[[], object]) -> None:
         await asyncio.sleep(first_s)
         while True:
             try:
-                job()  # type: ignore[operator]
+                job()
             except Exception:
                 log.exception("periodic task %s failed", getattr(job, "__name__", "?"))
             await asyncio.sleep(period_s)

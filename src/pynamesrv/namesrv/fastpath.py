@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from operator import itemgetter
 from time import perf_counter
-from typing import Final
+from typing import Any, Final
 
 from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats
@@ -51,7 +51,8 @@ _GENERATION, _TAIL, _HEADS, _HITS, _TOPIC = range(5)  # items of a _Shape (see i
 try:  # the compiled hot loop (setup.py builds it where a C compiler exists)
     from pynamesrv.namesrv import _fastpath as _compiled
 except ImportError:  # pragma: no cover - the pure-Python path below does the same
-    _compiled = None
+    # Typed as the module (its stub is _fastpath.pyi); every use checks for None first.
+    _compiled = None  # type: ignore[assignment]
 
 
 class RouteAnswerTemplate:
@@ -68,7 +69,7 @@ class RouteAnswerTemplate:
         return encode_frame(SerializeType.JSON, header, body)
 
 
-class _Shape(list):  # type: ignore[type-arg]
+class _Shape(list[Any]):
     """A learned request header without its opaque digits, and its finished answer parts.
 
     A list, ``[generation, tail, heads, hits, topic, standard, cached]``, so that the
@@ -115,6 +116,7 @@ class RouteQueryFastPath:
         so both paths write the same header. ``compiled``: use ``_fastpath.c`` when it was
         built (the tests run both)."""
         self.routes = routes
+        self._answers = routes.answers  # its route_generation is read once per read
         self.stats = stats
         self.cache_allowed = cache_allowed
         self.template = template
@@ -123,6 +125,7 @@ class RouteQueryFastPath:
         self._evicted_hits: Counter[str] = Counter()  # hits of shapes dropped from _shapes
         self.compiled = _compiled is not None and compiled
         if self.compiled:
+            # On this instance only: the compiled loop, with no branch per read.
             self.answer_read = self._answer_read_compiled  # type: ignore[method-assign]
 
     @property
@@ -149,12 +152,12 @@ class RouteQueryFastPath:
         if not self.cache_allowed():
             return None
         started = perf_counter()
-        done = _compiled.answer_read(data, self._shapes, self.routes.route_generation)  # type: ignore[union-attr]
+        done = _compiled.answer_read(data, self._shapes, self._answers.route_generation)
         if done is None:
             return self._answer_read(data)
         answers, count = done
         self._observe(count, started)
-        return answers  # type: ignore[no-any-return]
+        return answers
 
     def answer_read(self, data: bytes) -> bytes | None:
         """The answers to a read that holds only whole plain route queries with a route,
@@ -168,7 +171,7 @@ class RouteQueryFastPath:
             return None
         started = perf_counter()
         shapes = self._shapes
-        generation = self.routes.route_generation
+        generation = self._answers.route_generation
         out: list[bytes] = []
         answered: list[_Shape] = []
         pos, total = 0, len(data)

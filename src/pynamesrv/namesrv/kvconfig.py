@@ -95,11 +95,13 @@ class KvConfigManager:
     def plan_delete(self, namespace: str | None, key: str | None) -> KvChange | None:
         """DELETE_KV_CONFIG, or None when there is nothing to delete. The namespace is kept
         even when it becomes empty, like Java."""
-        entries = self.table.get(namespace) if namespace is not None else None
-        if entries is None or key is None or key not in entries:
+        if namespace is None or key is None:
+            return None
+        entries = self.table.get(namespace)
+        if entries is None or key not in entries:
             return None
         left = {k: v for k, v in entries.items() if k != key}
-        return self._plan(namespace, left, KvChanged(namespace=namespace, key=key, op="delete"))  # type: ignore[arg-type]
+        return self._plan(namespace, left, KvChanged(namespace=namespace, key=key, op="delete"))
 
     def _plan(self, namespace: str, entries: dict[str, str], event: KvChanged) -> KvChange:
         table = {**self.table, namespace: entries}

@@ -341,7 +341,7 @@ class Derived:
 def _free(frame: DataFrame) -> None:
     """Drop the blocks of a ``localCheckpoint`` frame now rather than at the JVM's next GC."""
     try:
-        frame._jdf.queryExecution().logical().rdd().unpersist(False)  # type: ignore[operator]
+        frame._jdf.queryExecution().logical().rdd().unpersist(False)
     except Exception:  # not a checkpointed frame (or the session is gone): nothing to free
         frame.unpersist()
 

@@ -28,9 +28,9 @@ class HadoopFS:
 
     def __init__(self, spark: SparkSession) -> None:
         context = spark.sparkContext
-        self._jvm: Any = context._jvm  # type: ignore[attr-defined]
-        self._gateway: Any = context._gateway  # type: ignore[attr-defined]
-        self._conf: Any = context._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        self._jvm: Any = context._jvm
+        self._gateway: Any = context._gateway
+        self._conf: Any = context._jsc.hadoopConfiguration()
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -184,11 +185,11 @@ def job_conf(spark: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, old in before.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 # ---------------------------------------------------------------------------- paths
@@ -591,7 +592,7 @@ def _compute_and_publish(
                 frame = frame.unionByName(patches)
         rows[name] = stage(
             name,
-            lambda name=name, frame=frame: write(name, frame, name in PARTITIONED),
+            partial(write, name, frame, name in PARTITIONED),
             lambda n: f"{n:,} row(s)",
         )
 

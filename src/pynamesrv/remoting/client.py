@@ -91,7 +91,7 @@ class RemotingClient:
             during = " during the TLS handshake" if ssl_context is not None else ""
             why = exc.strerror or str(exc) or type(exc).__name__
             raise RemotingError(f"connect to {host}:{port} failed{during}: {why}") from exc
-        client.transport = transport  # type: ignore[assignment]
+        client.transport = transport
         return client
 
     @classmethod
@@ -113,17 +113,22 @@ class RemotingClient:
     def is_open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
 
+    def _open_transport(self) -> asyncio.Transport:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise RemotingError(f"connection to {self.addr} is closed")
+        return transport
+
     async def request(
         self, command: RemotingCommand, *, timeout: float = DEFAULT_TIMEOUT_S
     ) -> RemotingCommand:
         """Send ``command`` with a fresh opaque and wait for its answer."""
-        if not self.is_open:
-            raise RemotingError(f"connection to {self.addr} is closed")
+        transport = self._open_transport()
         command.opaque = next(self._opaques) & 0x7FFFFFFF
         command.flag &= ~FLAG_ONEWAY
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[command.opaque] = future
-        self.transport.write(encode(command))  # type: ignore[union-attr]
+        transport.write(encode(command))
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError as exc:
@@ -135,11 +140,10 @@ class RemotingClient:
 
     def oneway(self, command: RemotingCommand) -> None:
         """Send without expecting an answer (flag bit 1)."""
-        if not self.is_open:
-            raise RemotingError(f"connection to {self.addr} is closed")
+        transport = self._open_transport()
         command.opaque = next(self._opaques) & 0x7FFFFFFF
         command.flag |= FLAG_ONEWAY
-        self.transport.write(encode(command))  # type: ignore[union-attr]
+        transport.write(encode(command))
 
     def _dispatch(self, command: RemotingCommand) -> None:
         if not command.is_response:

@@ -131,7 +131,7 @@ class FrameDecoder:
                     header, body = bytes(header), bytes(body)
                     if pos == 0 and self._crc_upto:  # this frame's CRC was started earlier
                         crc = self._finish_crc(src, body_start, frame_end)  # type: ignore[arg-type]  # buffered: src is the memoryview
-                frames.append((serialize, header, body, crc))  # type: ignore[arg-type]
+                frames.append((serialize, header, body, crc))
                 pos = frame_end
         except FrameError as exc:
             exc.frames = frames
@@ -144,7 +144,7 @@ class FrameDecoder:
         """Keep what follows the complete frames for the next read."""
         buf = self._buffer
         if buffered:
-            src.release()  # type: ignore[union-attr]
+            src.release()  # type: ignore[union-attr]  # buffered: src is the memoryview
             if pos:
                 del buf[:pos]
         elif pos < len(src):
@@ -226,6 +226,7 @@ def _int_member(obj: dict[str, object], name: str) -> int:
     if isinstance(value, bool):
         raise FrameError(f"header member {name} is not a number")
     try:
+        # Any JSON value: what int() refuses is caught below.
         number = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: inf
         raise FrameError(f"header member {name} is not a number") from exc

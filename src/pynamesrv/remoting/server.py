@@ -22,6 +22,10 @@ plain connection pays one ``is None`` check per read for this, no more.
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
 can drop the brokers registered on it.
+
+Over 500 lines because ``Connection`` is one state machine (first-byte TLS switch, frame
+timeout, buffer accounting, back-pressure, answers awaited in order) whose states share
+fields; split up, one connection's invariants would be spread over several modules.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 from pynamesrv.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -132,8 +136,9 @@ class Connection(asyncio.Protocol):
     # asyncio callbacks ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports do not subclass asyncio.Transport, so no isinstance check.
-        self.transport = transport  # type: ignore[assignment]
+        # A stream connection's transport; uvloop's do not subclass asyncio.Transport, so no
+        # isinstance check.
+        self.transport = tcp = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
@@ -150,10 +155,8 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, limits.send_buffer)
             if limits.receive_buffer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.receive_buffer)
-        transport.set_write_buffer_limits(  # type: ignore[attr-defined]
-            high=limits.write_high_water, low=limits.write_low_water
-        )
-        self._send = transport.write  # type: ignore[attr-defined]
+        tcp.set_write_buffer_limits(high=limits.write_high_water, low=limits.write_low_water)
+        self._send = tcp.write
         server.connections.add(self)
         self._arm_timer()
 
@@ -279,7 +282,7 @@ class Connection(asyncio.Protocol):
         self._serve(frames, [], error)
         self._account()
         if self._waiting is None and not self._paused_for_writes and self.is_open:
-            self.transport.resume_reading()  # type: ignore[union-attr]
+            self.transport.resume_reading()  # type: ignore[union-attr]  # is_open: it is set
 
     # TLS ---------------------------------------------------------------------------
 
@@ -359,7 +362,7 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._paused_for_writes = False
         if self._waiting is None and self.is_open:
-            self.transport.resume_reading()  # type: ignore[union-attr]
+            self.transport.resume_reading()  # type: ignore[union-attr]  # is_open: it is set
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import cast
 
 from pynamesrv.simulate.fuzz.mutators import Mutant
 from pynamesrv.simulate.fuzz.wire import AnswerReader
@@ -46,7 +47,8 @@ class FuzzConnection(asyncio.Protocol):
     # asyncio callbacks ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream connection's transport (uvloop's do not subclass asyncio.Transport).
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         for opaque, code, raw in self.reader.feed(data):

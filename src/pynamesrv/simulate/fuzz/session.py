@@ -89,8 +89,8 @@ async def run_fuzz(
         }
         if server.tally.tracebacks or server.tally.fatal_errors:
             summary["failed"] = True
-        if temporary and not summary["failed"]:
-            shutil.rmtree(workdir, ignore_errors=True)  # type: ignore[arg-type]
+        if temporary and workdir is not None and not summary["failed"]:
+            shutil.rmtree(workdir, ignore_errors=True)
         else:
             summary["server"]["log_file"] = str(server.log_path)
     return summary

@@ -1,0 +1,6 @@
+# Types of the compiled hot loop (_fastpath.c) for the type checker; fastpath.py documents it.
+from typing import Any
+
+def answer_read(
+    data: bytes, shapes: dict[bytes, Any], generation: int, /
+) -> tuple[bytes, int] | None: ...
