@@ -203,8 +203,8 @@ def test_counts_durations_and_ratios_read_as_words() -> None:
     assert count(12345.4, "query", "queries") == "12,345 queries"
     assert count(0.3, "query", "queries") == "<1 query"
     assert count(0, "outage") == "0 outages"
-    assert [duration(s) for s in (0.0451, 12.34, 125.4, 3 * 3600 + 720, 2 * 86400 + 3600)] == [
-        "45 ms", "12.3 s", "2 min 5 s", "3 h 12 min", "2 d 1 h",
+    assert [duration(s) for s in (0, 0.0451, 12.34, 125.4, 3 * 3600 + 720, 2 * 86400 + 3600)] == [
+        "0 s", "45 ms", "12.3 s", "2 min 5 s", "3 h 12 min", "2 d 1 h",
     ]  # fmt: skip
     assert ratio(2) == "2.00×"
 

@@ -83,6 +83,8 @@ def duration(seconds: float | None) -> str:
     """``450 ms``, ``12.3 s``, ``2 min 5 s``, ``3 h 12 min``, ``2 d 4 h``."""
     if seconds is None or math.isnan(seconds):
         return "–"
+    if seconds == 0:
+        return "0 s"
     if seconds < 1:
         return f"{round(seconds * 1000)} ms"
     if seconds < 60:
