@@ -343,8 +343,8 @@ def _availability(sessions: list[dict[str, Any]], lo: int | None, hi: int | None
 
 
 LATENCY_GOOD: Final = (
-    "removals in the first bins, by unregister or a closed channel: a broker that leaves is "
-    "dropped at once, its last heartbeat at most one interval (30 s) old."
+    "removals under 30 s (one heartbeat interval), by unregister or a closed channel: a "
+    "broker that leaves is dropped at once, so only the time since its last heartbeat counts."
 )
 LATENCY_BAD: Final = (
     "expired removals: each is a broker that went silent and stayed in routes until its "
