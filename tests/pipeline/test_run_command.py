@@ -24,8 +24,12 @@ from .journals import (
     stopped,
     write_journal,
 )
+from .report_page import Page, assert_charts_readable, raw_numbers
 
 A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911"
+# Broker and topic names are remote input: the report must show them, never run them.
+HOSTILE_BROKER = "b2<img src=x onerror=alert(1)>"
+HOSTILE_TOPIC = "T<script>alert(2)</script>"
 
 
 def small_journal(root: Path) -> None:
@@ -36,9 +40,11 @@ def small_journal(root: Path) -> None:
         [
             started(0),
             registered(10, "C", "b1", A1, added={"T": (4, 4, 6)}),
-            registered(20, "C", "b2", A2, added={"T": (4, 4, 6)}),
+            registered(
+                20, "C", HOSTILE_BROKER, A2, added={"T": (4, 4, 6), HOSTILE_TOPIC: (1, 1, 6)}
+            ),
             heartbeat(40, "C", "b1", A1),
-            removed(100, "C", "b2", A2, "expired", 20),
+            removed(100, "C", HOSTILE_BROKER, A2, "expired", 20),
             heartbeat(130, "C", "b1", A1),
             started(200),
             registered(210, "C", "b1", A1, added={"T": (4, 4, 6)}),
@@ -71,7 +77,24 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
     for name in TABLES:
         assert list((out / name).rglob("*.parquet")), name
     report = (out / "report.html").read_text()
-    assert len(report) > 1000 and "malformed" in report
+    page = Page(report)
+    assert {k: page.cards[k] for k in ("journal", "skipped lines", "mean routed fraction",
+                                       "median detection latency", "stale route exposure",
+                                       "exposed queries")} == {
+        "journal": "10 events",
+        "skipped lines": "1 malformed line, 0 lines without ts/ns/type",
+        "mean routed fraction": "65.8 %",  # b1 170 s and b2 80 s routed of 190 s running
+        "median detection latency": "1 min 20 s",
+        "stale route exposure": "5 topic-minutes",  # T 0:00-0:02, the other 0:00-0:01
+        "exposed queries": "0 queries",  # no route_queries line counted any
+    }  # fmt: skip
+    assert len(page.figures) == 3  # sessions, latency, exposure: one instance, no snapshot
+    assert_charts_readable(page)
+    assert {"00:00", "00:04"} <= set(page.figures[0].classes["tick"])
+    assert raw_numbers(page) == []
+    assert "<script" not in report and "<img" not in report
+    assert "T&lt;script&gt;alert(2)&lt;/script&gt;" in report
+    assert "b2&lt;img src=x onerror=alert(1)&gt;" in report
     sessions = spark.read.parquet(str(out / "broker_sessions")).collect()
     assert sorted((s["broker_addr"], s["end_reason"]) for s in sessions) == [
         (A1, "server_lost"),

@@ -1,22 +1,34 @@
 """report.html: one self-contained page of charts over the pipeline's tables.
 
 Self-contained because it is read where the job ran, often without network: no scripts, no
-CDN, no fonts; every chart is inline SVG drawn here from small aggregates. The aggregation
-(top-N, histograms, percentiles) happens in Spark over the written Parquet tables; only
-those small results are collected, so the report costs the same for a day of 10 brokers or
-of 10,000.
+CDN, no fonts; every chart is inline SVG (``charts.py``) drawn from small aggregates, with a
+line under it that says what good and bad look like, so the page reads without this code.
+The aggregation (top-N, histograms, percentiles) happens in Spark over the written Parquet
+tables; only those small results are collected, so the report costs the same for a day of
+10 brokers or of 10,000.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from pynamesrv.pipeline.charts import (
+    SERIES_COLORS,
+    count,
+    duration,
+    esc,
+    percent,
+    ratio,
+    svg_hbars,
+    svg_histogram,
+    svg_timeline,
+    when,
+)
 
 LATENCY_BINS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 SKEW_BINS = (1.0, 1.01, 1.25, 1.5, 2.0, 3.0)
@@ -202,157 +214,11 @@ def collect_report_data(
     }
 
 
-# ---------------------------------------------------------------------------- SVG
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _when(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _tick(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M")
-
-
-def _number(value: float | int | None, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:,.{digits}f}"
-
-
-def svg_timeline(
-    rows: Sequence[tuple[str, Sequence[tuple[int, int, str, str]]]],
-    lo: int,
-    hi: int,
-    *,
-    width: int = 960,
-    label_width: int = 300,
-    row_height: int = 14,
-) -> str:
-    """Horizontal bars on a shared time axis: one row per label, (start, end, color, title)."""
-    span = max(hi - lo, 1)
-    plot = width - label_width - 10
-    height = row_height * len(rows) + 30
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="chart">'
-    ]
-    for i, (label, bars) in enumerate(rows):
-        y = i * row_height
-        parts.append(
-            f'<text x="{label_width - 6}" y="{y + row_height - 3}" text-anchor="end">'
-            f"{_esc(label)}</text>"
-        )
-        parts.append(
-            f'<rect x="{label_width}" y="{y + 2}" width="{plot}" height="{row_height - 4}" '
-            'fill="#f0f0f0"/>'
-        )
-        for start, end, color, title in bars:
-            x0 = label_width + plot * (max(start, lo) - lo) / span
-            x1 = label_width + plot * (min(end, hi) - lo) / span
-            parts.append(
-                f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 0.8):.1f}" '
-                f'height="{row_height - 4}" fill="{color}"><title>{_esc(title)}</title></rect>'
-            )
-    axis_y = row_height * len(rows) + 14
-    for k in range(5):
-        t = lo + span * k // 4
-        x = label_width + plot * k / 4
-        anchor = "start" if k == 0 else "end" if k == 4 else "middle"
-        parts.append(
-            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="{anchor}" class="axis">'
-            f"{_esc(_tick(t))}</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_hbars(
-    items: Sequence[tuple[str, float, str]],
-    *,
-    width: int = 960,
-    label_width: int = 360,
-    row_height: int = 18,
-    color: str = "#e45756",
-) -> str:
-    """A horizontal bar chart: (label, value, title) per row, scaled to the largest value."""
-    top = max((v for _, v, _ in items), default=0.0) or 1.0
-    plot = width - label_width - 90
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{row_height * len(items) + 4}" class="chart">'
-    ]
-    for i, (label, value, title) in enumerate(items):
-        y = i * row_height
-        w = plot * value / top
-        parts.append(
-            f'<text x="{label_width - 6}" y="{y + row_height - 5}" text-anchor="end">'
-            f"{_esc(label)}</text>"
-            f'<rect x="{label_width}" y="{y + 3}" width="{max(w, 0.8):.1f}" '
-            f'height="{row_height - 6}" fill="{color}"><title>{_esc(title)}</title></rect>'
-            f'<text x="{label_width + w + 4:.1f}" y="{y + row_height - 5}">'
-            f"{_esc(_number(value))}</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_histogram(
-    series: dict[str, list[int]],
-    bin_labels: Sequence[str],
-    *,
-    width: int = 960,
-    height: int = 220,
-) -> str:
-    """Grouped vertical bars: one group per bin, one bar per series, log-free counts."""
-    names = sorted(series)
-    top = max((c for counts in series.values() for c in counts), default=0) or 1
-    left, bottom, legend = 50, 40, 16 * max(len(names), 1)
-    plot_w, plot_h = width - left - 10, height - bottom - 10
-    group_w = plot_w / max(len(bin_labels), 1)
-    bar_w = group_w * 0.8 / max(len(names), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height + legend}" class="chart">'
-        f'<text x="{left - 6}" y="16" text-anchor="end" class="axis">{top:,}</text>'
-        f'<line x1="{left}" y1="{10 + plot_h}" x2="{left + plot_w}" y2="{10 + plot_h}" '
-        'stroke="#999"/>'
-    ]
-    for b, label in enumerate(bin_labels):
-        gx = left + b * group_w
-        for s, name in enumerate(names):
-            count = series[name][b]
-            h = plot_h * count / top
-            parts.append(
-                f'<rect x="{gx + group_w * 0.1 + s * bar_w:.1f}" y="{10 + plot_h - h:.1f}" '
-                f'width="{bar_w:.1f}" height="{h:.1f}" fill="{_color(name, s)}">'
-                f"<title>{_esc(name)} {_esc(label)}: {count:,}</title></rect>"
-            )
-        parts.append(
-            f'<text x="{gx + group_w / 2:.1f}" y="{10 + plot_h + 16}" text-anchor="middle" '
-            f'class="axis">{_esc(label)}</text>'
-        )
-    for s, name in enumerate(names):
-        y = height + 16 * s
-        parts.append(
-            f'<rect x="{left}" y="{y - 10}" width="10" height="10" fill="{_color(name, s)}"/>'
-            f'<text x="{left + 16}" y="{y}">{_esc(name)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-_SERIES_COLORS = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#b279a2", "#9d755d")
+# ---------------------------------------------------------------------------- page
 
 
 def _color(name: str | None, index: int) -> str:
-    return PALETTE.get(name) or _SERIES_COLORS[index % len(_SERIES_COLORS)]
+    return PALETTE.get(name) or SERIES_COLORS[index % len(SERIES_COLORS)]
 
 
 def _bin_labels(edges: Sequence[float], unit: str) -> list[str]:
@@ -360,7 +226,20 @@ def _bin_labels(edges: Sequence[float], unit: str) -> list[str]:
     return [*labels, f"≥{edges[-1]:g}{unit}"]
 
 
-# ---------------------------------------------------------------------------- page
+def _figure(svg: str, good: str, bad: str) -> str:
+    """A chart and, under it, the one line that says how to read it."""
+    return (
+        f'<figure>{svg}<figcaption class="verdict"><b>Good:</b> {esc(good)} '
+        f"<b>Bad:</b> {esc(bad)}</figcaption></figure>"
+    )
+
+
+def _empty(note: str, good: str, bad: str) -> str:
+    """A section without data: what that means, and the same reading guide."""
+    return (
+        f'<p class="note">{esc(note)}</p><p class="verdict"><b>Good:</b> {esc(good)} '
+        f"<b>Bad:</b> {esc(bad)}</p>"
+    )
 
 
 def render_report(data: dict[str, Any]) -> str:
@@ -383,50 +262,60 @@ def render_report(data: dict[str, Any]) -> str:
         ".cards{display:flex;flex-wrap:wrap;gap:10px}"
         ".card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:140px}"
         ".card b{display:block;font-size:20px}.chart text{font-size:11px}"
-        ".chart .axis{fill:#666}table{border-collapse:collapse}"
+        ".chart .tick,.chart .value{fill:#555}.chart .axis-title{fill:#222;font-weight:600}"
+        "figure{margin:12px 0}figcaption,.verdict{color:#444;margin:4px 0 12px}"
+        "table{border-collapse:collapse}"
         "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}"
         "td:first-child,th:first-child{text-align:left}.note{color:#666}"
         "</style></head><body>"
-        f'<h1>pynamesrv pipeline report</h1><p class="note">{_esc(_when(lo))} – '
-        f"{_esc(_when(hi))} UTC</p>" + "".join(sections) + "</body></html>\n"
+        f'<h1>pynamesrv pipeline report</h1><p class="note">{esc(when(lo))} – '
+        f"{esc(when(hi))} UTC</p>" + "".join(sections) + "</body></html>\n"
     )
 
 
 def _headline(head: dict[str, Any]) -> str:
-    fraction = head["mean_routed_fraction"]
     cards = [
-        ("events", _number(head["events"])),
-        ("instances", _number(head["instances"])),
+        ("journal", count(head["events"], "event")),
+        ("name servers", count(head["instances"], "instance")),
         (
             "skipped lines",
-            f"{_number(head.get('malformed_lines', 0))} malformed, "
-            f"{_number(head.get('invalid_lines', 0))} without ts/ns/type",
+            f"{count(head.get('malformed_lines', 0), 'malformed line')}, "
+            f"{count(head.get('invalid_lines', 0), 'line')} without ts/ns/type",
         ),
-        ("brokers", _number(head["brokers"])),
-        ("sessions", _number(head["sessions"])),
-        ("outages", _number(head["outages"])),
-        ("mean routed fraction", "-" if fraction is None else f"{fraction:.4%}"),
-        ("mean time to recover", f"{_number(head['mean_mttr_s'])} s"),
-        ("removals", _number(head["removals"])),
-        ("median detection", f"{_number(head['median_detection_s'])} s"),
-        ("stale topic-minutes", _number(head["stale_topic_minutes"])),
-        ("exposed queries", _number(head["exposed_queries"], 1)),
+        ("brokers seen", count(head["brokers"], "broker")),
+        ("routed sessions", count(head["sessions"], "session")),
+        ("broker outages", count(head["outages"], "outage")),
+        ("mean routed fraction", percent(head["mean_routed_fraction"])),
+        ("mean time to recover", duration(head["mean_mttr_s"])),
+        ("broker removals", count(head["removals"], "removal")),
+        ("median detection latency", duration(head["median_detection_s"])),
+        ("stale route exposure", count(head["stale_topic_minutes"], "topic-minute")),
+        ("exposed queries", count(head["exposed_queries"], "query", "queries")),
         (
-            "divergence",
-            f"{head['divergence_intervals']:,} / {_number(head['divergence_seconds'], 1)} s",
+            "name-server divergence",
+            f"{count(head['divergence_intervals'], 'interval')}, "
+            f"{duration(head['divergence_seconds'])}",
         ),
-        ("topics", _number(head["topics"])),
-        ("single-broker topics", _number(head["single_broker_topics"])),
-        ("max queue skew", _number(head["max_skew"])),
+        ("topics", count(head["topics"], "topic")),
+        ("single-broker topics", count(head["single_broker_topics"], "topic")),
+        ("max queue skew", ratio(head["max_skew"])),
     ]
-    body = "".join(f'<div class="card">{_esc(k)}<b>{_esc(v)}</b></div>' for k, v in cards)
+    body = "".join(f'<div class="card">{esc(k)}<b>{esc(v)}</b></div>' for k, v in cards)
     return f'<h2>Headline</h2><div class="cards">{body}</div>'
+
+
+AVAILABILITY_GOOD: Final = "one unbroken bar per broker, green to the end: routed the whole time."
+AVAILABILITY_BAD: Final = (
+    "gaps, when this name server did not route the broker; a bar ending red (expired) or in a "
+    "channel colour is a broker that failed rather than unregistered (blue, a clean shutdown); "
+    "grey and yellow ends are this name server stopping or crashing."
+)
 
 
 def _availability(sessions: list[dict[str, Any]], lo: int | None, hi: int | None) -> str:
     title = "<h2>Availability timeline per broker</h2>"
     if not sessions or lo is None or hi is None:
-        return title + '<p class="note">No broker sessions.</p>'
+        return title + _empty("No broker sessions.", AVAILABILITY_GOOD, AVAILABILITY_BAD)
     by_broker: dict[tuple[str, ...], list[tuple[int, int, str, str]]] = {}
     for s in sessions:
         label = (s["cluster"], s["broker_name"], s["broker_addr"], s["ns"])
@@ -437,80 +326,146 @@ def _availability(sessions: list[dict[str, Any]], lo: int | None, hi: int | None
                 s["start_ts"],
                 end,
                 _color(reason, 0),
-                f"{_when(s['start_ts'])} – {_when(s['end_ts'])} ({reason or 'open'})",
+                f"{when(s['start_ts'])} – {when(s['end_ts'])} UTC ({reason or 'open'})",
             )
         )
     rows = [(f"{n} {a} @{ns}", bars) for (_, n, a, ns), bars in sorted(by_broker.items())]
     legend = " ".join(
-        f'<span style="color:{c}">■</span> {_esc(k or "open")}' for k, c in PALETTE.items()
+        f'<span style="color:{c}">■</span> {esc(k or "open")}' for k, c in PALETTE.items()
     )
+    chart = svg_timeline(rows, lo, hi, y_title="broker address @ name server")
     return (
         title
         + f'<p class="note">Routed sessions of the {len(rows)} brokers with the most outages; '
-        f"colour = how the session ended. {legend}</p>" + svg_timeline(rows, lo, hi)
+        f"colour = how the session ended. {legend}</p>"
+        + _figure(chart, AVAILABILITY_GOOD, AVAILABILITY_BAD)
     )
+
+
+LATENCY_GOOD: Final = (
+    "removals under 30 s (one heartbeat interval), by unregister or a closed channel: a "
+    "broker that leaves is dropped at once, so only the time since its last heartbeat counts."
+)
+LATENCY_BAD: Final = (
+    "expired removals: each is a broker that went silent and stayed in routes until its "
+    "timeout (120 s by default); bars well past the timeout mean expiry ran late."
+)
 
 
 def _latency(stats: list[dict[str, Any]], hist: list[dict[str, Any]]) -> str:
     title = "<h2>Detection latency by reason</h2>"
     if not stats:
-        return title + '<p class="note">No removals with a last heartbeat.</p>'
+        return title + _empty("No removals with a last heartbeat.", LATENCY_GOOD, LATENCY_BAD)
     labels = _bin_labels(LATENCY_BINS, " s")
     series: dict[str, list[int]] = {s["reason"]: [0] * len(labels) for s in stats}
     for h in hist:
         series.setdefault(h["reason"], [0] * len(labels))[int(h["bin"])] += int(h["count"])
     table = "".join(
-        f"<tr><td>{_esc(s['reason'])}</td><td>{s['n']:,}</td>"
-        + "".join(f"<td>{_number(p)}</td>" for p in (s["p"] or [None] * 3))
-        + f"<td>{_number(s['max'])}</td></tr>"
+        f"<tr><td>{esc(s['reason'])}</td><td>{esc(count(s['n'], 'removal'))}</td>"
+        + "".join(f"<td>{esc(duration(p))}</td>" for p in (s["p"] or [None] * 3))
+        + f"<td>{esc(duration(s['max']))}</td></tr>"
         for s in stats
+    )
+    chart = svg_histogram(
+        series,
+        labels,
+        y_title="removals",
+        x_title="seconds from the last heartbeat to the removal (s)",
+        colors=_color,
     )
     return (
         title
-        + svg_histogram(series, labels)
-        + "<table><tr><th>reason</th><th>removals</th><th>p50 s</th><th>p90 s</th>"
-        + f"<th>p99 s</th><th>max s</th></tr>{table}</table>"
+        + _figure(chart, LATENCY_GOOD, LATENCY_BAD)
+        + "<table><tr><th>reason</th><th>removals</th><th>p50</th><th>p90</th>"
+        + f"<th>p99</th><th>max</th></tr>{table}</table>"
     )
+
+
+EXPOSURE_GOOD: Final = (
+    "no bars: no route answer listed a broker silent for longer than the heartbeat interval."
+)
+EXPOSURE_BAD: Final = (
+    "any bar above zero: about that many route answers for the topic still sent clients to a "
+    "broker that had stopped heart-beating."
+)
 
 
 def _exposure(top: list[dict[str, Any]]) -> str:
     title = "<h2>Stale-route exposure by topic</h2>"
     if not top:
-        return title + '<p class="note">No route listed a silent broker.</p>'
+        return title + _empty("No route listed a silent broker.", EXPOSURE_GOOD, EXPOSURE_BAD)
     items = [
         (
             f"{t['topic']} @{t['ns']}",
             float(t["exposed"] or 0.0),
-            f"{t['stale_s']:.1f} stale s, {t['queries']:,} queries",
+            f"stale for {duration(t['stale_s'])}, {count(t['queries'], 'query', 'queries')} "
+            "in those minutes",
         )
         for t in top
     ]
-    return (
-        title + f'<p class="note">Top {len(items)} topics by exposed queries (queries × stale '
-        "seconds / 60, summed over minutes).</p>" + svg_hbars(items)
+    chart = svg_hbars(
+        items,
+        y_title="topic @ name server",
+        x_title="exposed queries (queries × stale seconds / 60)",
+        value_text=lambda v: count(v, "query", "queries"),
+        whole=True,
     )
+    return (
+        title + f'<p class="note">Top {len(items)} topics by exposed queries, summed over '
+        "minutes.</p>" + _figure(chart, EXPOSURE_GOOD, EXPOSURE_BAD)
+    )
+
+
+DIVERGENCE_GOOD: Final = (
+    "no bars, or slivers of a few seconds while a broker joins or leaves (each name server "
+    "learns of it at its own moment)."
+)
+DIVERGENCE_BAD: Final = (
+    "long bars: the two name servers routed different live brokers of the cluster, so clients "
+    "got different routes depending on which one they asked."
+)
 
 
 def _divergence(rows: list[dict[str, Any]], lo: int | None, hi: int | None) -> str:
     title = "<h2>Name-server divergence per pair of instances</h2>"
     if not rows or lo is None or hi is None:
-        return title + '<p class="note">The instances never disagreed on a live broker set.</p>'
+        return title + _empty(
+            "The instances never disagreed on a live broker set.", DIVERGENCE_GOOD, DIVERGENCE_BAD
+        )
     by_pair: dict[tuple[str, str, str], list[tuple[int, int, str, str]]] = {}
     for r in rows:
         only = f"only in a: {', '.join(r['only_in_a']) or '-'}; only in b: " + (
             ", ".join(r["only_in_b"]) or "-"
         )
         by_pair.setdefault((r["cluster"], r["ns_a"], r["ns_b"]), []).append(
-            (r["start_ts"], r["end_ts"], "#b279a2", f"{_when(r['start_ts'])}: {only}")
+            (r["start_ts"], r["end_ts"], "#b279a2", f"{when(r['start_ts'])} UTC: {only}")
         )
     timeline = [(f"{c}: {a} ≠ {b}", bars) for (c, a, b), bars in sorted(by_pair.items())]
-    return title + svg_timeline(timeline, lo, hi, label_width=360)
+    chart = svg_timeline(
+        timeline, lo, hi, y_title="cluster: name server a ≠ name server b", label_width=360
+    )
+    return title + _figure(chart, DIVERGENCE_GOOD, DIVERGENCE_BAD)
+
+
+SKEW_GOOD: Final = (
+    "every topic in the first bin, 1–1.01: its write queues spread evenly over its brokers "
+    "(a topic on a single broker is 1 too; the headline counts those)."
+)
+SKEW_BAD: Final = (
+    "topics further right: their busiest broker holds that multiple of an even share of the "
+    "write queues, and takes that much more of the producers' messages."
+)
+TOP_SKEW_GOOD: Final = "bars at 1.00×: every broker of the topic has the same write queues."
+TOP_SKEW_BAD: Final = (
+    "long bars: the topic's busiest broker gets that multiple of an even share of its "
+    "messages, and is the first to run out of disk or throughput."
+)
 
 
 def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
     title = "<h2>Queue skew</h2>"
     if not hist:
-        return title + '<p class="note">No snapshot in the data.</p>'
+        return title + _empty("No snapshot in the data.", SKEW_GOOD, SKEW_BAD)
     labels = _bin_labels(SKEW_BINS, "")
     series: dict[str, list[int]] = {}
     for h in hist:
@@ -519,15 +474,28 @@ def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
         (
             f"{t['topic']} @{t['ns']}",
             float(t["skew"]),
-            f"{t['brokers']} brokers, {t['write_queues']} write queues, "
-            f"max {t['max_queues_per_broker']} on one",
+            f"{count(t['brokers'], 'broker')}, {count(t['write_queues'], 'write queue')}, "
+            f"at most {t['max_queues_per_broker']:,} on one",
         )
         for t in top
         if t["skew"] is not None and not math.isnan(t["skew"])
     ]
+    histogram = svg_histogram(
+        series,
+        labels,
+        y_title="topics",
+        x_title="skew: max / mean write queues per broker (×), by name server",
+    )
+    bars = svg_hbars(
+        items,
+        y_title="topic @ name server",
+        x_title="skew: max / mean write queues per broker (×)",
+        value_text=ratio,
+        color="#f58518",
+    )
     return (
-        title + '<p class="note">Topics per skew bin (max / mean write queues per broker), by '
-        "instance; then the most skewed topics.</p>"
-        + svg_histogram(series, labels)
-        + svg_hbars(items, color="#f58518")
+        title + '<p class="note">Topics per skew bin, by instance; then the most skewed '
+        "topics.</p>"
+        + _figure(histogram, SKEW_GOOD, SKEW_BAD)
+        + _figure(bars, TOP_SKEW_GOOD, TOP_SKEW_BAD)
     )
