@@ -13,6 +13,7 @@ import orjson
 from click.testing import CliRunner
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.cli.journal import describe
 from pynamesrv.cli.journal import journal as journal_cli
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.config import NamesrvConfig
@@ -123,6 +124,7 @@ def test_a_compact_line_without_its_full_one_is_read_as_it_is() -> None:
     expander = HeartbeatExpander()
     orphan = {"ts": 1, "ns": NS, "seq": 1, "type": HEARTBEAT, "cluster": "C", "broker_addr": "a"}
     assert expander.expand(dict(orphan)) == orphan
+    assert describe(orphan) == "C/?#? a"  # journal tail: unknown, not "None"
     full = {**orphan, "seq": 2, **fields(addr="a")}
     assert expander.expand(full) is full
     full["broker_name"] = "changed by the caller"  # the expander kept its own copy

@@ -43,7 +43,8 @@ _STYLES = {
 def describe(record: dict[str, Any]) -> str:
     """The interesting fields of one event, briefly."""
     kind = record.get("type")
-    broker = f"{record.get('broker_name')}#{record.get('broker_id')} {record.get('broker_addr')}"
+    name, broker_id = record.get("broker_name", "?"), record.get("broker_id", "?")  # ?: a compact
+    broker = f"{name}#{broker_id} {record.get('broker_addr')}"  # heartbeat without its full one
     if kind == "broker_registered":
         first = "first " if record.get("first") else ""
         return (
