@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ from rich.console import Console
 from rich.text import Text
 
 from pynamesrv.cli.plain import one_line
-from pynamesrv.namesrv.journal import COMPRESSED_SUFFIX, journal_files, read_records
+from pynamesrv.namesrv.journal import (
+    COMPRESSED_SUFFIX,
+    LINE_TYPES,
+    HeartbeatExpander,
+    journal_files,
+    read_records,
+)
 
 _STYLES = {
     "broker_registered": "green",
@@ -36,7 +43,8 @@ _STYLES = {
 def describe(record: dict[str, Any]) -> str:
     """The interesting fields of one event, briefly."""
     kind = record.get("type")
-    broker = f"{record.get('broker_name')}#{record.get('broker_id')} {record.get('broker_addr')}"
+    name, broker_id = record.get("broker_name", "?"), record.get("broker_id", "?")  # ?: a compact
+    broker = f"{name}#{broker_id} {record.get('broker_addr')}"  # heartbeat without its full one
     if kind == "broker_registered":
         first = "first " if record.get("first") else ""
         return (
@@ -88,6 +96,19 @@ def render(record: dict[str, Any]) -> Text:
     return line
 
 
+def parse_types(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> frozenset[str] | None:
+    """``--type a --type b,c``: the event types to show (None: all); unknown names refused."""
+    types = {name.strip() for value in values for name in value.split(",") if name.strip()}
+    unknown = sorted(types - set(LINE_TYPES))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown event type {', '.join(unknown)}; known: {', '.join(LINE_TYPES)}"
+        )
+    return frozenset(types) or None
+
+
 @click.group()
 def journal() -> None:
     """Read the route-change journal."""
@@ -97,13 +118,32 @@ def journal() -> None:
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("-n", "--lines", default=20, show_default=True, help="How many events to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events as they come.")
-@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON lines.")
-def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the events as JSON (heartbeats in full form)."
+)
+@click.option(
+    "-t",
+    "--type",
+    "types",
+    multiple=True,
+    callback=parse_types,
+    metavar="TYPE[,TYPE]",
+    help="Only events of these types (repeatable or comma-separated), e.g. broker_removed.",
+)
+def tail(path: Path, lines: int, follow: bool, as_json: bool, types: frozenset[str] | None) -> None:
     """Print the last events under PATH (a journal root, an instance directory or a file)."""
     console = Console(highlight=False)
     piped = not console.is_terminal  # plain lines: no colour, never wrapped at 80 columns
+    expanders: dict[Path, HeartbeatExpander] = {}  # per file, across the follow loop
+
+    def full(file: Path, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        expander = expanders.setdefault(file, HeartbeatExpander())
+        for record in records:
+            yield expander.expand(record)
 
     def show(record: dict[str, Any]) -> None:
+        if types is not None and record.get("type") not in types:
+            return
         if as_json:
             click.echo(orjson.dumps(record).decode())
         elif piped:
@@ -111,8 +151,15 @@ def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
         else:
             console.print(render(record))
 
-    seen = {file: file.stat().st_size for file in journal_files(path)}
-    for record in deque(read_records(journal_files(path)), maxlen=lines):
+    files = journal_files(path)
+    seen = {file: file.stat().st_size for file in files}
+    shown = (
+        record
+        for file in files
+        for record in full(file, read_records([file], expand=False))
+        if types is None or record.get("type") in types
+    )
+    for record in deque(shown, maxlen=lines):
         show(record)
     while follow:
         time.sleep(0.5)
@@ -128,8 +175,13 @@ def tail(path: Path, lines: int, follow: bool, as_json: bool) -> None:
                 chunk = handle.read(size - offset)
             complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
             seen[file] = offset + len(complete)
+            parsed = []
             for raw in complete.splitlines():
                 try:
-                    show(orjson.loads(raw))
+                    record = orjson.loads(raw)
                 except ValueError:
                     continue
+                if isinstance(record, dict):
+                    parsed.append(record)
+            for record in full(file, parsed):
+                show(record)

@@ -10,6 +10,12 @@ a flusher hands the list to one worker thread at least once a second and at stop
 reach the files in the order they happened. A crash can tear only the last line of a file,
 which ``read_records`` (and the pipeline) skip.
 
+Heartbeats: a ``broker_heartbeat`` that repeats what its hour file last said in full about
+the same broker (``cluster``, ``broker_addr``) is written compactly, without ``broker_name``,
+``broker_id`` and ``data_version`` (``HeartbeatMemory``). The choice is made by the worker
+thread per open file, so a compact line always follows its full line in the same file, even
+when lines are dropped or a write fails; ``read_records`` gives readers the full form back.
+
 Retention: when an hour closes, its file is gzip-compressed to ``events-…-HH.jsonl.gz`` (by
 a second thread, so appends never wait for it) and readers take either form. Files older
 than ``retention_hours``, and the oldest closed hours while the journal is over
@@ -27,9 +33,10 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -49,9 +56,100 @@ def hour_file_name(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("events-%Y%m%d-%H.jsonl")
 
 
+HEARTBEAT: Final = "broker_heartbeat"
+# What a compact heartbeat keeps besides ts/ns/seq/type: the registry's liveness key, which is
+# all that recovery applies and what the pipeline groups a broker's lines by.
+HEARTBEAT_KEY: Final = ("cluster", "broker_addr")
+# Every line type the server writes (docs/journal.md, "Event types").
+LINE_TYPES: Final = (
+    "server_started",
+    "server_stopped",
+    "broker_registered",
+    HEARTBEAT,
+    "broker_removed",
+    "topic_removed",
+    "topic_queues_changed",
+    "perm_changed",
+    "min_broker_id_changed",
+    "kv_changed",
+    "config_changed",
+    "route_queries",
+    "snapshot",
+)
+
 COMPRESSED_SUFFIX = ".gz"
 DEFAULT_RETENTION_HOURS = 168
 DEFAULT_MAX_BYTES = 10 * 1024**3
+
+
+def encode_line(ts: int, ns: str, seq: int, type_: str, fields: dict[str, Any]) -> bytes:
+    """One journal line: ``ts``, ``ns``, ``seq``, ``type`` first (readers find the type in a
+    line's head without parsing it), then the event's fields."""
+    return orjson.dumps({"ts": ts, "ns": ns, "seq": seq, "type": type_, **fields}) + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactHeartbeat:
+    """The short form of one heartbeat line, and what decides whether it may be written."""
+
+    key: tuple[str, str]  # (cluster, broker_addr)
+    said: bytes  # every field of the full form but ts/ns/seq/type, encoded: equal or not
+    line: bytes  # the compact line
+
+
+def compact_heartbeat(
+    ts: int, ns: str, seq: int, fields: dict[str, Any]
+) -> CompactHeartbeat | None:
+    """The compact form of a ``broker_heartbeat`` with ``fields``; None when the fields lack
+    the key (then only the full form is written)."""
+    cluster, addr = fields.get("cluster"), fields.get("broker_addr")
+    if not isinstance(cluster, str) or not isinstance(addr, str):
+        return None
+    line = encode_line(ts, ns, seq, HEARTBEAT, {"cluster": cluster, "broker_addr": addr})
+    return CompactHeartbeat((cluster, addr), orjson.dumps(fields), line)
+
+
+class HeartbeatMemory:
+    """One hour file's memory of the last full heartbeat of each broker, for the writer.
+
+    A heartbeat may be written compactly only when the file already holds a full one of the
+    same key saying the same: every file stands alone (a reader of one hour needs no other),
+    and a new process starts a new memory even when it appends to the same hour's file."""
+
+    __slots__ = ("_said",)
+
+    def __init__(self) -> None:
+        self._said: dict[tuple[str, str], bytes] = {}
+
+    def repeats(self, beat: CompactHeartbeat) -> bool:
+        """True: write ``beat.line``. False: write the full line, which is remembered."""
+        if self._said.get(beat.key) == beat.said:
+            return True
+        self._said[beat.key] = beat.said
+        return False
+
+
+class HeartbeatExpander:
+    """One file's compact heartbeats back in their full form, for readers.
+
+    A ``broker_heartbeat`` without ``broker_name`` is compact: each field it lacks has the
+    value of the last full heartbeat of the same ``cluster`` and ``broker_addr`` before it in
+    the file. A compact line with no full one before it (a file cut by hand) stays as read."""
+
+    __slots__ = ("_full",)
+
+    def __init__(self) -> None:
+        self._full: dict[tuple[Any, Any], dict[str, Any]] = {}
+
+    def expand(self, record: dict[str, Any]) -> dict[str, Any]:
+        if record.get("type") != HEARTBEAT:
+            return record
+        key = (record.get("cluster"), record.get("broker_addr"))
+        if "broker_name" in record:
+            self._full[key] = dict(record)  # a copy: callers may change what they are given
+            return record
+        full = self._full.get(key)
+        return record if full is None else {**full, **record}  # the full form's field order
 
 
 class Journal:
@@ -71,11 +169,13 @@ class Journal:
         self.clock_ms = clock_ms
         self.retention_hours = retention_hours
         self.max_bytes = max_bytes
-        self._pending: list[tuple[int, bytes]] = []
+        # (ts, full line, compact form of a heartbeat or None), in the order of recording
+        self._pending: list[tuple[int, bytes, CompactHeartbeat | None]] = []
         self._oldest_pending_ms: int | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._archiver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-gzip")
         self._files: dict[str, int] = {}  # hour file name -> open descriptor (worker only)
+        self._heartbeats: dict[str, HeartbeatMemory] = {}  # per open file (worker only)
         self._sizes: dict[str, int] = {}  # size of each file in the directory (worker only)
         self.dropped_lines = 0  # lines not written because the journal was over max_bytes
         self._dropping = False
@@ -90,13 +190,13 @@ class Journal:
         if ts is None:
             ts = self.clock_ms()
         self._seq += 1
-        line = (
-            orjson.dumps({"ts": ts, "ns": self.instance, "seq": self._seq, "type": type_, **fields})
-            + b"\n"
+        line = encode_line(ts, self.instance, self._seq, type_, fields)
+        beat = (
+            compact_heartbeat(ts, self.instance, self._seq, fields) if type_ == HEARTBEAT else None
         )
         if self._oldest_pending_ms is None:
             self._oldest_pending_ms = ts
-        self._pending.append((ts, line))
+        self._pending.append((ts, line, beat))
 
     def on_events(self, events: Iterable[Event]) -> None:
         """The controller's listener: one line per event."""
@@ -145,22 +245,29 @@ class Journal:
             raise
         self.lines_written += len(batch)
 
-    def _write(self, batch: list[tuple[int, bytes]]) -> None:
-        """Worker thread: append lines to their hour files, one write per file per batch."""
-        by_hour: dict[int, list[bytes]] = {}
-        for ts, line in batch:
+    def _write(self, batch: list[tuple[int, bytes, CompactHeartbeat | None]]) -> None:
+        """Worker thread: append lines to their hour files, one write per file per batch;
+        a heartbeat takes its compact form when its file already says the rest."""
+        by_hour: dict[int, list[tuple[bytes, CompactHeartbeat | None]]] = {}
+        for ts, line, beat in batch:
             hour = ts // HOUR_MS
-            lines = by_hour.get(hour)
-            if lines is None:
-                lines = by_hour[hour] = []
-            lines.append(line)
-        for hour, lines in by_hour.items():
+            items = by_hour.get(hour)
+            if items is None:
+                items = by_hour[hour] = []
+            items.append((line, beat))
+        for hour, items in by_hour.items():
             name = hour_file_name(hour * HOUR_MS)
             fd = self._files.get(name)
             if fd is None:
                 self._close_old_files(keep=name)
                 fd = self._files[name] = _open_for_append(self.directory / name)
                 self._sizes[name] = os.fstat(fd).st_size
+                self._heartbeats[name] = HeartbeatMemory()
+            memory = self._heartbeats[name]
+            lines = [
+                beat.line if beat is not None and memory.repeats(beat) else line
+                for line, beat in items
+            ]
             data = memoryview(b"".join(lines))
             if sum(self._sizes.values()) + len(data) > self.max_bytes:
                 self._enforce_retention(keep=name, need=len(data))
@@ -174,6 +281,7 @@ class Journal:
                         )
                     self._dropping = True
                     self.dropped_lines += len(lines)
+                    self._heartbeats[name] = HeartbeatMemory()  # it remembered dropped lines
                     continue
             self._dropping = False
             try:
@@ -183,12 +291,14 @@ class Journal:
                     data = data[written:]
             except OSError:
                 os.close(self._files.pop(name))  # reopened next time, ending the torn line first
+                del self._heartbeats[name]  # what reached the file is not known
                 raise
 
     def _close_old_files(self, keep: str) -> None:
         """Close the hour files before ``keep`` and hand them to the archiver."""
         for name in [n for n in self._files if n < keep]:
             os.close(self._files.pop(name))
+            del self._heartbeats[name]
             self._archiver.submit(self._archive, name)
         self._enforce_retention(keep=keep, need=0)
 
@@ -271,6 +381,7 @@ class Journal:
             os.fsync(fd)
             os.close(fd)
         self._files.clear()
+        self._heartbeats.clear()
 
 
 def _open_for_append(path: Path) -> int:
@@ -296,9 +407,11 @@ def journal_files(path: Path) -> list[Path]:
     return sorted(files, key=lambda p: (p.name.removesuffix(COMPRESSED_SUFFIX), str(p)))
 
 
-def read_records(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
-    """Every well-formed line; a torn line (a crash mid-write) is skipped, never fatal."""
+def read_records(files: Iterable[Path], *, expand: bool = True) -> Iterator[dict[str, Any]]:
+    """Every well-formed line; a torn line (a crash mid-write) is skipped, never fatal.
+    Compact heartbeats come in their full form unless ``expand`` is false."""
     for file in files:
+        expander = HeartbeatExpander() if expand else None
         opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
         with opener(file, "rb") as handle:
             try:
@@ -310,6 +423,6 @@ def read_records(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
                     except orjson.JSONDecodeError:
                         continue
                     if isinstance(record, dict):
-                        yield record
+                        yield record if expander is None else expander.expand(record)
             except (EOFError, gzip.BadGzipFile):  # a truncated archive: what was read counts
                 continue

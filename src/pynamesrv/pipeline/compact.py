@@ -8,6 +8,12 @@ events (registrations, removals), kept whole in two arrays. The gaps are read fr
 arrays later, for whatever ``--heartbeat-interval`` a run asks, so the store does not depend
 on it; and no later stage sorts millions of heartbeats again.
 
+Compact heartbeats (docs/journal.md: no ``broker_name``, ``broker_id``, ``data_version``)
+keep the group's key (``ns``, ``cluster``, ``broker_addr``); each takes the name and id of
+the last full heartbeat of its group before it in (``ts``, ``seq``) order, which is the file
+order the writer compacted in. A group whose full heartbeats all name one broker and that has
+no other event (the common case) takes that name without looking at the beats one by one.
+
 How, without a sort of the whole journal: one aggregation groups each broker's lines of one
 file (heartbeats and its boundary events) and passes every other line through as a group of
 its own; the partial aggregation runs next to the parse, so only ~1,000 groups per instance and
@@ -84,6 +90,41 @@ def _key(struct: Column) -> Column:
     return F.struct(struct["ts"].alias("ts"), struct["seq"].alias("seq"))
 
 
+_IDENTITY: Final = StructType(
+    [StructField("broker_name", StringType()), StructField("broker_id", LongType())]
+)
+
+
+def fill_identity(beats: Column) -> Column:
+    """``beats`` (sorted structs of ts, seq, broker_name, broker_id; a column) with each
+    compact beat (null ``broker_name``) named as the last full beat before it; a compact
+    beat with no full one before it stays unnamed."""
+    fulls = F.filter(beats, lambda b: b["broker_name"].isNotNull())
+
+    def named(beat: Column) -> Column:
+        last = F.aggregate(
+            fulls,
+            F.lit(None).cast(_IDENTITY),
+            lambda found, full: F.when(
+                _key(full) < _key(beat),
+                F.struct(
+                    full["broker_name"].alias("broker_name"), full["broker_id"].alias("broker_id")
+                ),
+            ).otherwise(found),
+        )
+        return F.when(
+            beat["broker_name"].isNull(),
+            F.struct(
+                beat["ts"].alias("ts"),
+                beat["seq"].alias("seq"),
+                last["broker_name"].alias("broker_name"),
+                last["broker_id"].alias("broker_id"),
+            ),
+        ).otherwise(beat)
+
+    return F.transform(beats, named)
+
+
 def segment_starts(beats: Column, bounds: Column) -> Column:
     """Indexes in ``beats`` (sorted structs of ts, seq, broker_name, broker_id; a column, not
     an expression: it is read once per element) where a segment starts: the first beat, a
@@ -142,6 +183,7 @@ def compact(parsed: DataFrame) -> DataFrame:
     # shuffle for the three outputs below instead of parsing the journal once for each.
     own_group = F.when(F.col("valid") & ~F.col("identity"), F.struct("ts", "seq", "type"))
     beat = F.struct("ts", "seq", "broker_name", "broker_id")
+    full_beat = F.col("is_beat") & F.col("broker_name").isNotNull()  # not a compact one
     grouped = lines.groupBy(
         "file",
         F.when(F.col("valid"), F.col("ns")).alias("g_ns"),
@@ -150,8 +192,8 @@ def compact(parsed: DataFrame) -> DataFrame:
         own_group.alias("g_row"),
     ).agg(
         F.collect_list(F.when(F.col("is_beat"), beat)).alias("beats"),
-        F.min(F.when(F.col("is_beat"), F.struct("broker_name", "broker_id"))).alias("name_lo"),
-        F.max(F.when(F.col("is_beat"), F.struct("broker_name", "broker_id"))).alias("name_hi"),
+        F.min(F.when(full_beat, F.struct("broker_name", "broker_id"))).alias("name_lo"),
+        F.max(F.when(full_beat, F.struct("broker_name", "broker_id"))).alias("name_hi"),
         F.collect_list(F.when(F.col("valid") & ~F.col("is_beat"), F.struct(*EVENT_FIELDS))).alias(
             "rows"
         ),
@@ -161,7 +203,7 @@ def compact(parsed: DataFrame) -> DataFrame:
     # Every output row comes from one projection of the aggregation: as separate queries
     # the optimizer would prune each one's aggregation differently and parse the journal once
     # for each. Lambdas run interpreted, so the common case (one name, no other event of the
-    # broker in the hour: one segment) takes none over the beats.
+    # broker in the hour: one segment, named as its full beats) takes none over the beats.
     grouped = grouped.select(
         "*",
         F.sort_array("beats").alias("sorted"),
@@ -169,10 +211,13 @@ def compact(parsed: DataFrame) -> DataFrame:
         ((F.size("rows") == 0) & F.col("name_lo").eqNullSafe(F.col("name_hi"))).alias("whole"),
     )
     grouped = grouped.withColumn(
+        "named", F.when(F.col("whole"), F.col("sorted")).otherwise(fill_identity(F.col("sorted")))
+    )
+    grouped = grouped.withColumn(
         "segments",
-        F.when(F.size("sorted") == 0, F.array())
-        .when(F.col("whole"), F.array(F.col("sorted")))
-        .otherwise(segments(F.col("sorted"), segment_starts(F.col("sorted"), F.col("bounds")))),
+        F.when(F.size("named") == 0, F.array())
+        .when(F.col("whole"), F.array(F.col("named")))
+        .otherwise(segments(F.col("named"), segment_starts(F.col("named"), F.col("bounds")))),
     )
     rows = F.transform(
         F.col("rows"),
@@ -189,8 +234,12 @@ def compact(parsed: DataFrame) -> DataFrame:
                 "seq": F.get(seg, 0)["seq"],
                 "type": F.lit(HEARTBEAT),
                 "cluster": F.col("g_cluster"),
-                "broker_name": F.get(seg, 0)["broker_name"],
-                "broker_id": F.get(seg, 0)["broker_id"],
+                "broker_name": F.when(F.col("whole"), F.col("name_lo.broker_name")).otherwise(
+                    F.get(seg, 0)["broker_name"]
+                ),
+                "broker_id": F.when(F.col("whole"), F.col("name_lo.broker_id")).otherwise(
+                    F.get(seg, 0)["broker_id"]
+                ),
                 "broker_addr": F.col("g_addr"),
                 "beat_ts": seg["ts"],
                 "beat_seq": seg["seq"],

@@ -89,7 +89,16 @@ from pynamesrv.namesrv.events import (
     KvChanged,
     TopicRemoved,
 )
-from pynamesrv.namesrv.journal import HOUR_MS, hour_file_name, instance_dir_name
+from pynamesrv.namesrv.journal import (
+    HEARTBEAT,
+    HOUR_MS,
+    CompactHeartbeat,
+    HeartbeatMemory,
+    compact_heartbeat,
+    encode_line,
+    hour_file_name,
+    instance_dir_name,
+)
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
 from pynamesrv.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
 from pynamesrv.pipeline import TABLES, truth
@@ -702,8 +711,12 @@ class _InstanceSim:
         hour_end = -1
         out: Callable[[bytes], object] = lambda _line: None  # noqa: E731 - replaced at 1st line
 
+        # heartbeats repeating what the file said take the compact form, as Journal._write
+        said = HeartbeatMemory()
+
         def switch_file(ts: int) -> None:
-            nonlocal hour_end, out
+            nonlocal hour_end, out, said
+            said = HeartbeatMemory()
             hour = ts // HOUR_MS
             handle = files.get(hour)
             if handle is None:
@@ -723,7 +736,11 @@ class _InstanceSim:
             seq += 1
             if ts >= hour_end:
                 switch_file(ts)
-            out(orjson.dumps({"ts": ts, "ns": ns, "seq": seq, "type": type_, **fields}) + b"\n")
+            beat = compact_heartbeat(ts, ns, seq, fields) if type_ == HEARTBEAT else None
+            if beat is not None and said.repeats(beat):
+                out(beat.line)
+            else:
+                out(encode_line(ts, ns, seq, type_, fields))
             last_ts = ts
 
         # ---- instance state (reset on every start)
@@ -733,7 +750,8 @@ class _InstanceSim:
         live_table = routes.broker_live_table
         channels: list[object] = []
         sess: list[list[Any] | None] = [None] * nb  # [start, last heartbeat, stale list]
-        templates: list[bytes] = [b""] * nb
+        # per broker: its heartbeat line, full and compact, and the compact form's key
+        templates: list[tuple[bytes, bytes, CompactHeartbeat]] = [_NO_TEMPLATE] * nb
         expiry: list[int] = []
         run_start = 0
         window_start = 0
@@ -899,9 +917,10 @@ class _InstanceSim:
                     routes = RouteInfoManager()
                     live_table = routes.broker_live_table
                     channels = [object() for _ in range(nb)]
-                    templates = [b""] * nb
+                    templates = [_NO_TEMPLATE] * nb
                     expiry = []
                     seq = 0
+                    said = HeartbeatMemory()  # a new process, even in the same hour file
                     run_start = window_start = ts
                     record(ts, "server_started", {"version": __version__, "config": config})
                     snapshot(ts)
@@ -1000,7 +1019,8 @@ class _InstanceSim:
                 seq += 1
                 if ts >= hour_end:
                     switch_file(ts)
-                out(templates[b] % (ts, seq))
+                full, short, form = templates[b]
+                out((short if said.repeats(form) else full) % (ts, seq))
                 last_ts = ts
                 s = sess[b]
                 if ts - s[1] > hb:  # type: ignore[index]
@@ -1043,19 +1063,30 @@ class _InstanceSim:
         )
 
 
+_NO_TEMPLATE: Final = (b"", b"", CompactHeartbeat(("", ""), b"", b""))
+
+
 def _heartbeat_template(
     ns_json: bytes, cluster: str, name: str, broker_id: int, addr: str, version: dict[str, int]
-) -> bytes:
-    """``Journal.record``'s bytes for this broker's heartbeat, with %d for ts and seq.
+) -> tuple[bytes, bytes, CompactHeartbeat]:
+    """``Journal``'s bytes for this broker's heartbeat, full and compact, with %d for ts and
+    seq, and the compact form's key for a ``HeartbeatMemory``.
 
-    Made from a real ``BrokerHeartbeat.to_record()`` so that the fast path writes what the
-    server writes, whatever fields the event carries."""
+    Made from a real ``BrokerHeartbeat.to_record()`` and the journal's own encoder so that the
+    fast path writes what the server writes, whatever fields the event carries."""
     payload = BrokerHeartbeat(cluster, name, broker_id, addr, version).to_record()
+    payload.pop("type")
+    ns = orjson.loads(ns_json)
     head = b'{"ts":0,"ns":' + ns_json + b',"seq":0,'
-    line = orjson.dumps({"ts": 0, "ns": orjson.loads(ns_json), "seq": 0, **payload})
-    assert line.startswith(head)
-    tail = line[len(head) :]
-    return b'{"ts":%d,"ns":' + ns_json + b',"seq":%d,' + tail.replace(b"%", b"%%") + b"\n"
+
+    def template(line: bytes) -> bytes:
+        assert line.startswith(head)
+        tail = line[len(head) :]
+        return b'{"ts":%d,"ns":' + ns_json + b',"seq":%d,' + tail.replace(b"%", b"%%")
+
+    form = compact_heartbeat(0, ns, 0, payload)
+    assert form is not None
+    return template(encode_line(0, ns, 0, HEARTBEAT, payload)), template(form.line), form
 
 
 _CONFIG: dict[str, str] | None = None
