@@ -204,3 +204,40 @@ def test_graceful_sigterm_keeps_serving_until_a_second_signal(tmp_path: Path) ->
         wait_for_line("The Name Server stopped")
     finally:
         proc.kill()
+
+
+def test_ports_outside_their_range_are_refused_in_one_line(tmp_path: Path) -> None:
+    """99999 used to wrap silently to another port (issue 15.1)."""
+    config = tmp_path / "namesrv.properties"
+    config.write_text("httpPort=99999\n")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    for argv, key in (
+        (["--port", "99999"], "listenPort"),
+        (["-c", str(config), "--port", "0"], "httpPort"),
+    ):
+        result = subprocess.run(
+            [ENTRY_POINT, "serve", *argv, "--no-journal"],
+            capture_output=True, text=True, timeout=GUARD_S, env=env,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        error = result.stderr.strip().splitlines()
+        assert len(error) == 1 and error[0].startswith("Error: "), error
+        assert f"{key}='99999' is not allowed" in error[0]
+        assert "from 0 to 65_535" in error[0]
+
+
+def test_a_busy_http_port_is_named_with_its_key(tmp_path: Path) -> None:
+    """The error names the HTTP port and what sets it, not the remoting port (issue 15.4)."""
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [ENTRY_POINT, "serve", "--port", "0", "--http-port", str(port), "--no-journal"],
+            capture_output=True, text=True, timeout=GUARD_S,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )  # fmt: skip
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: cannot listen on 0.0.0.0:{port}:"), last
+    assert "(the port is set by httpPort / --http-port)" in last
