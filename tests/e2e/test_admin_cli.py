@@ -279,6 +279,13 @@ async def test_namesrv_config_read_update_and_refusal(start_namesrv: StartNamesr
     assert_one_error_line(refused, f"{n} answered NO_PERMISSION (16)")
     assert "FAILED" in refused.out
 
+    bad = await admin(
+        "-n", n, "updateNamesrvConfig", "-k", "scanNotActiveBrokerInterval", "-v", "abc"
+    )  # fmt: skip
+    assert bad.code == 1, bad.out
+    assert "scanNotActiveBrokerInterval='abc' is not allowed" in bad.err
+    assert ns.config.scan_not_active_broker_interval != "abc"
+
 
 # --------------------------------------------------------------------------- routes
 

@@ -241,3 +241,21 @@ def test_a_busy_http_port_is_named_with_its_key(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: cannot listen on 0.0.0.0:{port}:"), last
     assert "(the port is set by httpPort / --http-port)" in last
+
+
+def test_a_config_file_with_bad_values_is_refused_whole(tmp_path: Path) -> None:
+    """Every bad line named in one line each, a typo with its suggestion, nothing started
+    half-configured (issue 15.5)."""
+    config = tmp_path / "namesrv.properties"
+    config.write_text("listenPort=abc\norderMessageEnable=yes\nlistenport=1\n")
+    result = subprocess.run(
+        [ENTRY_POINT, "serve", "-c", config, "--no-journal"],
+        capture_output=True, text=True, timeout=GUARD_S,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {config}: listenPort='abc' is not allowed: an integer from 0 to 65_535",
+        f"Error: {config}: orderMessageEnable='yes' is not allowed: true or false",
+        f"Error: {config}: unknown config key 'listenport' (did you mean 'listenPort'?)",
+    ]
