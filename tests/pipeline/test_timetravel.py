@@ -155,8 +155,8 @@ def test_replay_from_each_snapshot_reaches_the_next_one(tmp_path: Path) -> None:
     """The generator runs the real RouteInfoManager; every snapshot it journals must equal
     the previous snapshot (or start) plus the events in between, replayed."""
     from pynamesrv.namesrv.journal import journal_files, read_records
-    from pynamesrv.pipeline.generate import generate
     from pynamesrv.pipeline.timetravel import replay
+    from pynamesrv.testing import generate
 
     generate(tmp_path, brokers=12, instances=2, hours=2, seed=5)
     by_ns: dict[str, list[dict]] = {}

@@ -1,6 +1,6 @@
 """Expected pipeline tables, computed from what a simulation *did* (docs/pipeline-semantics.md).
 
-The generator (``pipeline.generate``) records, per simulated name-server instance, the facts it
+The generator (``testing.generate``) records, per simulated name-server instance, the facts it
 acted on: running intervals, broker sessions with the heartbeat gaps inside them, removals,
 topic membership and the route-query counts it wrote. This module turns those facts into the
 rows each pipeline table must hold. It never reads a journal file: the point is an
@@ -16,7 +16,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from pynamesrv.pipeline import TABLES
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -335,3 +340,41 @@ def all_tables(logs: list[InstanceLog]) -> dict[str, list[Row]]:
         "namesrv_divergence": namesrv_divergence(logs),
         "topic_distribution": topic_distribution(logs),
     }
+
+
+@dataclass(slots=True)
+class GroundTruth:
+    """Expected rows of every pipeline table (columns exactly as the semantics doc lists)."""
+
+    broker_sessions: list[dict[str, Any]] = field(default_factory=list)
+    broker_availability: list[dict[str, Any]] = field(default_factory=list)
+    detection_latency: list[dict[str, Any]] = field(default_factory=list)
+    stale_route_exposure: list[dict[str, Any]] = field(default_factory=list)
+    namesrv_divergence: list[dict[str, Any]] = field(default_factory=list)
+    topic_distribution: list[dict[str, Any]] = field(default_factory=list)
+    #: What was injected, for humans: outages, divergence windows, restarts, churn, ….
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    #: The generate() arguments, so a test can run the pipeline with the same heartbeat.
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        """Rows of one table by its pipeline name."""
+        if name not in TABLES:
+            raise KeyError(name)
+        rows: list[dict[str, Any]] = getattr(self, name)
+        return rows
+
+    def to_json(self) -> bytes:
+        doc = {name: getattr(self, name) for name in (*TABLES, "injected", "params")}
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def load(cls, path: Path) -> GroundTruth:
+        """Read ``ground_truth.json`` back (``day`` becomes a ``date`` again)."""
+        doc = orjson.loads(Path(path).read_bytes())
+        for row in doc.get("broker_availability", []):
+            row["day"] = date.fromisoformat(row["day"])
+        return cls(
+            **{name: doc.get(name, []) for name in (*TABLES, "injected")},
+            params=doc.get("params", {}),
+        )
