@@ -69,6 +69,83 @@ class InstanceLog:
     last_snapshot_topics: dict[str, list[dict[str, Any]]]
 
 
+class InstanceFacts:
+    """Records, as the simulator acts, what ``InstanceLog`` holds: running intervals, broker
+    sessions with their heartbeat gaps (``hb_ms`` apart is on time), removals and topic
+    membership. Brokers are named by their index in ``addresses`` ((cluster, address))."""
+
+    def __init__(self, addresses: list[tuple[str, str]], hb_ms: int) -> None:
+        self.addresses = addresses
+        self.hb_ms = hb_ms
+        #: per broker: [start, last heartbeat, stale list, broker name, broker id] or None
+        self.open: list[list[Any] | None] = [None] * len(addresses)
+        self.running: list[tuple[int, int, str | None]] = []
+        self.sessions: list[Session] = []
+        self.removals: list[Row] = []
+        self.membership: dict[str, list[tuple[str, int, int]]] = {}
+        self._member_since: dict[tuple[str, str], int] = {}
+        self._members: dict[str, dict[str, None]] = {}
+
+    def open_session(self, b: int, ts: int, broker_name: str, broker_id: int) -> None:
+        assert self.open[b] is None
+        self.open[b] = [ts, ts, [], broker_name, broker_id]
+
+    def heartbeat(self, b: int, ts: int) -> None:
+        s = self.open[b]
+        assert s is not None
+        if ts - s[1] > self.hb_ms:
+            s[2].append((s[1] + self.hb_ms, ts))
+        s[1] = ts
+
+    def close_session(self, b: int, end: int, reason: str | None) -> None:
+        """``reason`` None: still open at the end of the data (no end in the row)."""
+        cluster, addr = self.addresses[b]
+        s = self.open[b]
+        assert s is not None
+        self.open[b] = None
+        stale = s[2]
+        if end > s[1] + self.hb_ms:
+            stale.append((s[1] + self.hb_ms, end))
+        self.sessions.append(
+            Session(
+                cluster, s[3], s[4], addr, s[0], end if reason is not None else None, reason, stale
+            )
+        )
+
+    def removed(self, row: Row) -> None:
+        """A ``broker_removed`` line's detection_latency row (without ``ns``)."""
+        self.removals.append(row)
+
+    def join(self, broker_name: str, topic: str, ts: int) -> None:
+        key = (broker_name, topic)
+        if key not in self._member_since:
+            self._member_since[key] = ts
+            self._members.setdefault(topic, {})[broker_name] = None
+
+    def topic_removed(self, topic: str, ts: int) -> None:
+        for name in list(self._members.get(topic, ())):
+            self._leave((name, topic), ts)
+
+    def end_running(self, run_start: int, end: int, reason: str | None) -> None:
+        """The run ends (``reason`` None: the data ends): every open session and membership."""
+        for b, s in enumerate(self.open):
+            if s is not None:
+                self.close_session(b, end, reason)
+        for key in list(self._member_since):
+            self._leave(key, end)
+        self.running.append((run_start, end, reason))
+
+    def _leave(self, key: tuple[str, str], end: int) -> None:
+        start = self._member_since.pop(key)
+        name, topic = key
+        members = self._members[topic]
+        del members[name]
+        if not members:
+            del self._members[topic]
+        if end > start:
+            self.membership.setdefault(name, []).append((topic, start, end))
+
+
 def _day(ts: int) -> date:
     return EPOCH_DAY + timedelta(days=ts // DAY_MS)
 
