@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from pynamesrv.namesrv.journal import HEARTBEAT, journal_files, read_records
-from pynamesrv.pipeline.generate import generate
+from pynamesrv.testing import generate
 
 
 @dataclass

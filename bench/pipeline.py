@@ -1,7 +1,7 @@
 """Pipeline run time next to the cheapest Spark pass over the same journals, per master.
 
 Generates (or reuses) a day of 1,000 brokers heartbeating every 30 s on two name servers
-with ``pynamesrv.pipeline.generate``. Then, on each master (``local[2]`` and a standalone
+with ``pynamesrv.testing``. Then, on each master (``local[2]`` and a standalone
 cluster of two 1-core workers started from the installed PySpark on 127.0.0.1), in one Spark
 session per master:
 
@@ -38,7 +38,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 def ensure_journals(root: Path, args: argparse.Namespace) -> tuple[Any, float | None]:
     """Reuse ``root`` when it was generated with the same parameters."""
-    from pynamesrv.pipeline.generate import GroundTruth, generate
+    from pynamesrv.testing import GroundTruth, generate
 
     wanted = {
         "brokers": args.brokers,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pynamesrv.pipeline.generate import GroundTruth, generate
 from pynamesrv.pipeline.job import COLUMNS, TABLES
+from pynamesrv.testing import GroundTruth, generate
 
 from .journals import assert_same_rows
 from .standalone import StandaloneCluster

@@ -24,8 +24,8 @@ from pynamesrv.namesrv.journal import (
     read_records,
 )
 from pynamesrv.pipeline.compact import compact
-from pynamesrv.pipeline.generate import generate
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.testing import generate
 
 from .journals import (
     heartbeat,

@@ -21,7 +21,7 @@ import pytest
 
 from pynamesrv.namesrv.events import BrokerHeartbeat
 from pynamesrv.namesrv.journal import instance_dir_name, journal_files, read_records
-from pynamesrv.pipeline.generate import GroundTruth, generate
+from pynamesrv.testing import GroundTruth, generate
 
 SMALL = {"brokers": 12, "instances": 2, "hours": 2, "seed": 1}
 H_MS = 30_000
@@ -225,7 +225,7 @@ def test_same_bytes_under_another_hash_seed(small, tmp_path) -> None:
     """No set or str-hash order leaks into the output (PYTHONHASHSEED differs per process)."""
     out, _ = small
     code = (
-        "import sys; from pathlib import Path; from pynamesrv.pipeline.generate import generate;"
+        "import sys; from pathlib import Path; from pynamesrv.testing import generate;"
         f"generate(Path(sys.argv[1]), **{SMALL!r})"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pynamesrv.pipeline.generate import GroundTruth, generate
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, PipelineResult, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.testing import GroundTruth, generate
 
 from .journals import assert_same_rows
 

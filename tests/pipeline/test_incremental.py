@@ -19,9 +19,9 @@ import orjson
 import pytest
 from pyspark.sql import SparkSession
 
-from pynamesrv.pipeline.generate import GroundTruth, generate
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.testing import GroundTruth, generate
 
 from .journals import (
     T0,

@@ -155,8 +155,8 @@ def test_replay_from_each_snapshot_reaches_the_next_one(tmp_path: Path) -> None:
     """The generator runs the real RouteInfoManager; every snapshot it journals must equal
     the previous snapshot (or start) plus the events in between, replayed."""
     from pynamesrv.namesrv.journal import journal_files, read_records
-    from pynamesrv.pipeline.generate import generate
-    from pynamesrv.pipeline.timetravel import RouteTable, replay
+    from pynamesrv.pipeline.timetravel import replay
+    from pynamesrv.testing import generate
 
     generate(tmp_path, brokers=12, instances=2, hours=2, seed=5)
     by_ns: dict[str, list[dict]] = {}
@@ -170,7 +170,7 @@ def test_replay_from_each_snapshot_reaches_the_next_one(tmp_path: Path) -> None:
             if row["type"] == "server_started":
                 base = i
             elif row["type"] == "snapshot" and base is not None:
-                assert replay(rows[base:i]).routes() == RouteTable.from_snapshot(row).routes()
+                assert replay(rows[base:i]) == replay([row])
                 base, checked = i, checked + 1
     assert checked >= 20
 
@@ -180,7 +180,7 @@ def test_replay_follows_admin_changes_of_topic_queues() -> None:
     registration; their journal events replay to the registry's own snapshot."""
     from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, TopicConfig
     from pynamesrv.namesrv.routes import RouteInfoManager
-    from pynamesrv.pipeline.timetravel import RouteTable, replay
+    from pynamesrv.pipeline.timetravel import replay, routes_of
 
     routes = RouteInfoManager()
     rows: list[dict] = [{"type": "server_started", "ts": 0, "seq": 0}]
@@ -209,7 +209,8 @@ def test_replay_follows_admin_changes_of_topic_queues() -> None:
     journal(routes.delete_topic("T", "C2"))
     journal(routes.delete_topic("Admin", "C1"))
     assert [r["type"] for r in rows].count("topic_queues_changed") == 3
-    assert replay(rows).routes() == RouteTable.from_snapshot(routes.snapshot()).routes()
+    assert replay(rows) == routes_of(routes)
+    assert replay(rows) == replay([{"type": "snapshot", "ts": 0, **routes.snapshot()}])
 
 
 def test_admin_events_naming_their_caller_read_as_before(
@@ -234,3 +235,34 @@ def test_admin_events_naming_their_caller_read_as_before(
         rebuilt = routes_at(spark, [str(stamped)], ms(t))
         assert rebuilt == routes_at(spark, [str(plain)], ms(t))
         assert rebuilt["r:1"]["T"]["queueDatas"][0]["perm"] == (6 if t < 30 else 4)
+
+
+def test_replay_drops_the_topics_a_registration_no_longer_lists() -> None:
+    """deleteTopicWithBrokerRegistration: a registration that stops listing a topic takes the
+    group out of its route (``topics_removed``); time travel applies it as the registry does,
+    while another group keeps serving the topic."""
+    from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+    from pynamesrv.namesrv.routes import RouteInfoManager
+    from pynamesrv.pipeline.timetravel import replay, routes_of
+
+    routes = RouteInfoManager()
+    rows: list[dict] = [{"type": "server_started", "ts": 0, "seq": 0}]
+
+    def register(name: str, addr: str, version: int, topics: list[str]) -> None:
+        body = RegisterBrokerBody(
+            DataVersion(version, version), [TopicConfig(t, 4, 4, 6) for t in topics], []
+        )
+        result = routes.register_broker(
+            cluster="C", broker_addr=addr, broker_name=name, broker_id=0, ha_server_addr=None,
+            body_digest=version, load_body=lambda: body, channel=name, now_ms=version,
+            delete_missing_topics=True,
+        )  # fmt: skip
+        rows.extend({**e.to_record(), "ts": len(rows), "seq": len(rows)} for e in result.events)
+
+    register("a", A1, 1, ["T", "U"])
+    register("b", A2, 2, ["U"])
+    register("a", A1, 3, ["T"])
+    assert any(r.get("topics_removed") == ["U"] for r in rows)
+    rebuilt = replay(rows)
+    assert [q["brokerName"] for q in rebuilt["U"]["queueDatas"]] == ["b"]
+    assert rebuilt == routes_of(routes)

@@ -5,7 +5,7 @@ from dataclasses import fields
 import pytest
 
 from pynamesrv.namesrv import events
-from pynamesrv.namesrv.events import BrokerHeartbeat, Event
+from pynamesrv.namesrv.events import BrokerHeartbeat
 
 
 def test_record_has_type_and_fields_only():
@@ -22,11 +22,7 @@ def test_record_has_type_and_fields_only():
     }
 
 
-EVENT_TYPES = [
-    value
-    for value in vars(events).values()
-    if isinstance(value, type) and issubclass(value, Event) and value is not Event
-]
+EVENT_TYPES = events.event_classes()
 
 
 @pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)

@@ -317,7 +317,7 @@ def generate(
     """Write synthetic journals and their expected tables (ground_truth.json)."""
     import time
 
-    from pynamesrv.pipeline.generate import generate as generate_journals
+    from pynamesrv.testing import generate as generate_journals
 
     console = Console(highlight=False)
     start = time.perf_counter()

@@ -148,6 +148,16 @@ class ConfigChanged(Event):
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
+def event_classes() -> list[type[Event]]:
+    """Every journaled event class, in definition order: readers (the pipeline's Spark
+    schema) derive their type lists from it and test that they cover its fields."""
+    return [
+        cls
+        for cls in globals().values()
+        if isinstance(cls, type) and issubclass(cls, Event) and cls is not Event
+    ]
+
+
 class RemovalReason:
     """Why a broker left the routes (the journal's ``reason`` values)."""
 

@@ -15,21 +15,16 @@ from typing import Any, Final
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pynamesrv.namesrv import recovery
 from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.pipeline.fs import HadoopFS
-from pynamesrv.pipeline.runs import HOUR_MS, REGISTERED, REMOVED, STARTED, key
+from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, STARTED, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
 
-REPLAYED: Final = (
-    STARTED,
-    "snapshot",
-    REGISTERED,
-    REMOVED,
-    "topic_removed",
-    "topic_queues_changed",
-    "perm_changed",
-)
+# The route-changing lines warm restart replays, but heartbeats: the bulk of a journal, and
+# they only move deadlines, which a rebuilt table at T never checks (removals are journaled).
+REPLAYED: Final = tuple(sorted(recovery.REPLAYED - {HEARTBEAT}))
 COLUMNS: Final = (
     "ns",
     "ts",
@@ -40,11 +35,13 @@ COLUMNS: Final = (
     "broker_id",
     "broker_addr",
     "topics_added",
+    "topics_removed",
     "topics_changed",
     "topic_configs",
     "topic",
     "queues",
     "op",
+    "reason",
     "brokers",
     "topics",
 )

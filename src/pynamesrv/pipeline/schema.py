@@ -1,5 +1,9 @@
 """The journal as a Spark DataFrame: one explicit schema, one reader (docs/journal.md).
 
+The lines are defined once, by ``namesrv.events`` (and the controller's own lifecycle,
+snapshot and query-count lines); this is their Spark reading, with the nested shapes JSON
+cannot name (queue entries, snapshot brokers) spelled out.
+
 An explicit schema instead of inference: inference reads all input twice and guesses types
 per file (an empty ``counts`` map would become a struct). Malformed lines, such as the torn
 last line a crash leaves, are dropped, never fatal.
@@ -8,6 +12,7 @@ last line a crash leaves, are dropped, never fatal.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -20,6 +25,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from pynamesrv.namesrv.events import event_classes
 
 QUEUE_CONFIG = StructType(
     [
@@ -87,19 +94,31 @@ JOURNAL_SCHEMA = StructType(
     ]
 )
 
-EVENT_TYPES = (
-    "server_started",
-    "server_stopped",
-    "broker_registered",
-    "broker_heartbeat",
-    "broker_removed",
-    "topic_removed",
-    "topic_queues_changed",
-    "perm_changed",
-    "kv_changed",
-    "config_changed",
-    "route_queries",
-    "snapshot",
+# The lines the controller writes itself (not registry events), around the events of
+# ``namesrv.events``: together, every type a journal holds.
+SERVER_LINE_TYPES: Final = ("server_started", "server_stopped", "route_queries", "snapshot")
+EVENT_TYPES: Final = (*SERVER_LINE_TYPES, *(cls.TYPE for cls in event_classes()))
+
+# Event fields no table or routes-at reads, left out of the parse on purpose: every column in
+# the schema is parsed from every line. ``namesrv.events`` stays the one definition of the
+# lines; tests/pipeline/test_schema.py proves that every field it defines is either in
+# JOURNAL_SCHEMA (with a type that reads it) or named here, so a new field is a decision.
+UNREAD_FIELDS: Final = frozenset(
+    {
+        "caller",  # admin writes: audit trail (pynamesrv journal / logs read it)
+        "access_key",
+        "topic_mappings",  # 5.x static topics: not part of the canonical route
+        "timeout_ms",  # warm restart only (namesrv.recovery reads the files itself)
+        "zone_name",
+        "enable_acting_master",
+        "min_broker_id",  # min_broker_id_changed: what brokers are told, not a route
+        "min_broker_addr",
+        "offline_broker_addr",
+        "ha_broker_addr",
+        "notify",
+        "mappings",  # snapshot: static-topic mappings (warm restart)
+        "recovered",  # server_started: what a warm restart loaded
+    }
 )
 
 

@@ -24,12 +24,13 @@ brokers change routes without a registration; the journal records each as a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from pynamesrv.namesrv import recovery
+from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.remoting import fastjson
 
 if TYPE_CHECKING:
@@ -37,11 +38,7 @@ if TYPE_CHECKING:
 
 Route = dict[str, list[dict[str, Any]]]
 
-STARTED: Final = "server_started"
 REGISTERED: Final = "broker_registered"
-REMOVED: Final = "broker_removed"
-PERM_WRITE = 2
-PERM_READ_WRITE = 6
 
 
 def canonical_json(value: Any) -> bytes:
@@ -89,145 +86,55 @@ def table_digest(routes: Mapping[str, Route]) -> str:
     ).hexdigest()
 
 
-@dataclass(slots=True)
-class RouteTable:
-    """The part of ``RouteInfoManager``'s state a route answer is made of."""
-
-    # broker name -> (cluster, {broker id: address}): BrokerData
-    groups: dict[str, tuple[str, dict[int, str]]] = field(default_factory=dict)
-    # topic -> broker name -> {read, write, perm}: QueueData
-    queues: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
-
-    @classmethod
-    def from_snapshot(cls, row: Mapping[str, Any]) -> RouteTable:
-        table = cls()
-        for broker in row.get("brokers") or []:
-            _, addrs = table.groups.setdefault(broker["broker_name"], (broker["cluster"], {}))
-            addrs[int(broker["broker_id"])] = broker["broker_addr"]
-        for topic, queue_list in (row.get("topics") or {}).items():
-            table.set_queues(topic, queue_list or [])
-        return table
-
-    def set_queues(self, topic: str, queue_list: Iterable[Mapping[str, Any]]) -> None:
-        """A topic's whole queue data, as snapshots and ``topic_queues_changed`` list it."""
-        self.queues[topic] = {
-            q["broker_name"]: {
-                "read": int(q["read"]),
-                "write": int(q["write"]),
-                "perm": int(q["perm"]),
-            }
-            for q in queue_list
-        }
-        if not self.queues[topic]:
-            del self.queues[topic]
-
-    def register(self, row: Mapping[str, Any], configs: Mapping[str, Mapping[str, int]]) -> None:
-        """A registration: the address joins its group (replacing another id on the same
-        address), the named topics take their queue data."""
-        name, addr, broker_id = row["broker_name"], row["broker_addr"], int(row["broker_id"])
-        cluster, addrs = self.groups.get(name, (row["cluster"], {}))  # first cluster stays
-        for other in [i for i, a in addrs.items() if a == addr and i != broker_id]:
-            del addrs[other]
-        addrs[broker_id] = addr
-        self.groups[name] = (cluster, addrs)
-        for topic in [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]:
-            config = configs.get(topic)
-            if config is not None:
-                self.queues.setdefault(topic, {})[name] = {
-                    "read": int(config["read"]),
-                    "write": int(config["write"]),
-                    "perm": int(config["perm"]),
-                }
-
-    def remove(self, row: Mapping[str, Any]) -> None:
-        """A removal drops the address; a group left empty loses its queue data."""
-        name, addr = row["broker_name"], row["broker_addr"]
-        group = self.groups.get(name)
-        if group is None:
-            return
-        addrs = group[1]
-        for broker_id in [i for i, a in addrs.items() if a == addr]:
-            del addrs[broker_id]
-        if addrs:
-            return
-        del self.groups[name]
-        for topic in list(self.queues):
-            self.queues[topic].pop(name, None)
-            if not self.queues[topic]:
-                del self.queues[topic]
-
-    def set_perm(self, broker_name: str, op: str) -> None:
-        for per_broker in self.queues.values():
-            qd = per_broker.get(broker_name)
-            if qd is not None:
-                qd["perm"] = qd["perm"] & ~PERM_WRITE if op == "wipe" else PERM_READ_WRITE
-
-    def routes(self) -> dict[str, Route]:
-        """``{topic: route}`` in canonical form, topics sorted; a topic none of whose brokers
-        has an address has no route (the server answers TOPIC_NOT_EXIST)."""
-        out: dict[str, Route] = {}
-        for topic in sorted(self.queues):
-            per_broker = self.queues[topic]
-            broker_datas = [
-                {
-                    "brokerAddrs": {str(i): a for i, a in sorted(self.groups[n][1].items())},
-                    "brokerName": n,
-                    "cluster": self.groups[n][0],
-                }
-                for n in sorted(per_broker)
-                if n in self.groups
-            ]
-            if not broker_datas:
-                continue
-            out[topic] = {
-                "brokerDatas": broker_datas,
-                "queueDatas": [
-                    {
-                        "brokerName": n,
-                        "perm": qd["perm"],
-                        "readQueueNums": qd["read"],
-                        "writeQueueNums": qd["write"],
-                    }
-                    for n, qd in sorted(per_broker.items())
-                ],
-            }
-        return out
+def routes_of(registry: RouteInfoManager) -> dict[str, Route]:
+    """``{topic: route}`` in canonical form, topics sorted, as ``registry`` answers them; a
+    topic none of whose groups has an address has no route (TOPIC_NOT_EXIST)."""
+    out: dict[str, Route] = {}
+    for topic in sorted(registry.topic_queue_table):
+        body = registry.pickup_route(topic)
+        if body is not None:
+            out[topic] = canonical_route(body)
+    return out
 
 
 def replay(
     rows: Iterable[Mapping[str, Any]], later_snapshot: Mapping[str, Any] | None = None
-) -> RouteTable:
-    """Apply one instance's events in order, from its base (snapshot or start) on.
+) -> dict[str, Route]:
+    """The routes one instance's lines lead to, applied in order from its base (snapshot or
+    start) on by ``namesrv.recovery.replay``: the registry's own rules, as a warm restart
+    applies them, so time travel cannot drift from what the server answered.
 
     A registration that names a topic without ``topic_configs`` (journals written before that
     field existed) takes the topic's queue data from ``later_snapshot``, the first snapshot
     after T, when there is one.
     """
-    fallback: dict[str, dict[str, dict[str, int]]] = {}
+    registry = RouteInfoManager()
+    recovery.replay(_with_fallback(rows, later_snapshot), registry)
+    return routes_of(registry)
+
+
+def _with_fallback(
+    rows: Iterable[Mapping[str, Any]], later_snapshot: Mapping[str, Any] | None
+) -> Iterator[Mapping[str, Any]]:
+    """``rows``, registrations missing a named topic's queue data completed from
+    ``later_snapshot`` (copies; the rows are left as they are)."""
+    fallback: dict[str, dict[str, Mapping[str, Any]]] = {}
     if later_snapshot is not None:
-        fallback = RouteTable.from_snapshot(later_snapshot).queues
-    table = RouteTable()
+        for topic, queue_list in (later_snapshot.get("topics") or {}).items():
+            fallback[topic] = {q["broker_name"]: q for q in queue_list or []}
     for row in rows:
-        kind = row["type"]
-        if kind == STARTED:
-            table = RouteTable()
-        elif kind == "snapshot":
-            table = RouteTable.from_snapshot(row)
-        elif kind == REGISTERED:
-            configs = dict(row.get("topic_configs") or {})
-            for topic in [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]:
-                if topic not in configs and row["broker_name"] in fallback.get(topic, {}):
-                    configs[topic] = fallback[topic][row["broker_name"]]
-            table.register(row, configs)
-        elif kind == REMOVED:
-            table.remove(row)
-        elif kind == "topic_removed":
-            table.queues.pop(row["topic"], None)
-        elif kind == "topic_queues_changed":
-            table.set_queues(row["topic"], row.get("queues") or [])
-        elif kind == "perm_changed":
-            table.set_perm(row["broker_name"], row["op"])
-    return table
+        if fallback and row.get("type") == REGISTERED:
+            name, configs = row.get("broker_name"), dict(row.get("topic_configs") or {})
+            missing = [t for t in _named_topics(row) if t not in configs]
+            found = {t: fallback[t][name] for t in missing if name in fallback.get(t, {})}
+            if found:
+                yield {**row, "topic_configs": configs | found}
+                continue
+        yield row
+
+
+def _named_topics(row: Mapping[str, Any]) -> list[str]:
+    return [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]
 
 
 def routes_at(
@@ -245,19 +152,18 @@ def routes_at(
     out: dict[str, dict[str, Route]] = {}
     for ns, ns_rows in sorted(by_ns.items()):
         later = next_snapshot(spark, paths, ns, at_ms) if needs_fallback(ns_rows) else None
-        out[ns] = replay(ns_rows, later).routes()
+        out[ns] = replay(ns_rows, later)
     return out
 
 
 def needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
     """True when a registration names a topic without its queue data (journals written
     before ``topic_configs``)."""
-    for row in rows:
-        if row["type"] == REGISTERED:
-            named = [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]
-            if any(t not in (row.get("topic_configs") or {}) for t in named):
-                return True
-    return False
+    return any(
+        row["type"] == REGISTERED
+        and any(t not in (row.get("topic_configs") or {}) for t in _named_topics(row))
+        for row in rows
+    )
 
 
 def describe(

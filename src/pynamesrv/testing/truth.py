@@ -1,6 +1,6 @@
 """Expected pipeline tables, computed from what a simulation *did* (docs/pipeline-semantics.md).
 
-The generator (``pipeline.generate``) records, per simulated name-server instance, the facts it
+The generator (``testing.generate``) records, per simulated name-server instance, the facts it
 acted on: running intervals, broker sessions with the heartbeat gaps inside them, removals,
 topic membership and the route-query counts it wrote. This module turns those facts into the
 rows each pipeline table must hold. It never reads a journal file: the point is an
@@ -16,7 +16,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from pynamesrv.pipeline import TABLES
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -62,6 +67,83 @@ class InstanceLog:
     queries: Callable[[str, int], int]
     #: ``topics`` of the instance's last snapshot line.
     last_snapshot_topics: dict[str, list[dict[str, Any]]]
+
+
+class InstanceFacts:
+    """Records, as the simulator acts, what ``InstanceLog`` holds: running intervals, broker
+    sessions with their heartbeat gaps (``hb_ms`` apart is on time), removals and topic
+    membership. Brokers are named by their index in ``addresses`` ((cluster, address))."""
+
+    def __init__(self, addresses: list[tuple[str, str]], hb_ms: int) -> None:
+        self.addresses = addresses
+        self.hb_ms = hb_ms
+        #: per broker: [start, last heartbeat, stale list, broker name, broker id] or None
+        self.open: list[list[Any] | None] = [None] * len(addresses)
+        self.running: list[tuple[int, int, str | None]] = []
+        self.sessions: list[Session] = []
+        self.removals: list[Row] = []
+        self.membership: dict[str, list[tuple[str, int, int]]] = {}
+        self._member_since: dict[tuple[str, str], int] = {}
+        self._members: dict[str, dict[str, None]] = {}
+
+    def open_session(self, b: int, ts: int, broker_name: str, broker_id: int) -> None:
+        assert self.open[b] is None
+        self.open[b] = [ts, ts, [], broker_name, broker_id]
+
+    def heartbeat(self, b: int, ts: int) -> None:
+        s = self.open[b]
+        assert s is not None
+        if ts - s[1] > self.hb_ms:
+            s[2].append((s[1] + self.hb_ms, ts))
+        s[1] = ts
+
+    def close_session(self, b: int, end: int, reason: str | None) -> None:
+        """``reason`` None: still open at the end of the data (no end in the row)."""
+        cluster, addr = self.addresses[b]
+        s = self.open[b]
+        assert s is not None
+        self.open[b] = None
+        stale = s[2]
+        if end > s[1] + self.hb_ms:
+            stale.append((s[1] + self.hb_ms, end))
+        self.sessions.append(
+            Session(
+                cluster, s[3], s[4], addr, s[0], end if reason is not None else None, reason, stale
+            )
+        )
+
+    def removed(self, row: Row) -> None:
+        """A ``broker_removed`` line's detection_latency row (without ``ns``)."""
+        self.removals.append(row)
+
+    def join(self, broker_name: str, topic: str, ts: int) -> None:
+        key = (broker_name, topic)
+        if key not in self._member_since:
+            self._member_since[key] = ts
+            self._members.setdefault(topic, {})[broker_name] = None
+
+    def topic_removed(self, topic: str, ts: int) -> None:
+        for name in list(self._members.get(topic, ())):
+            self._leave((name, topic), ts)
+
+    def end_running(self, run_start: int, end: int, reason: str | None) -> None:
+        """The run ends (``reason`` None: the data ends): every open session and membership."""
+        for b, s in enumerate(self.open):
+            if s is not None:
+                self.close_session(b, end, reason)
+        for key in list(self._member_since):
+            self._leave(key, end)
+        self.running.append((run_start, end, reason))
+
+    def _leave(self, key: tuple[str, str], end: int) -> None:
+        start = self._member_since.pop(key)
+        name, topic = key
+        members = self._members[topic]
+        del members[name]
+        if not members:
+            del self._members[topic]
+        if end > start:
+            self.membership.setdefault(name, []).append((topic, start, end))
 
 
 def _day(ts: int) -> date:
@@ -335,3 +417,41 @@ def all_tables(logs: list[InstanceLog]) -> dict[str, list[Row]]:
         "namesrv_divergence": namesrv_divergence(logs),
         "topic_distribution": topic_distribution(logs),
     }
+
+
+@dataclass(slots=True)
+class GroundTruth:
+    """Expected rows of every pipeline table (columns exactly as the semantics doc lists)."""
+
+    broker_sessions: list[dict[str, Any]] = field(default_factory=list)
+    broker_availability: list[dict[str, Any]] = field(default_factory=list)
+    detection_latency: list[dict[str, Any]] = field(default_factory=list)
+    stale_route_exposure: list[dict[str, Any]] = field(default_factory=list)
+    namesrv_divergence: list[dict[str, Any]] = field(default_factory=list)
+    topic_distribution: list[dict[str, Any]] = field(default_factory=list)
+    #: What was injected, for humans: outages, divergence windows, restarts, churn, ….
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    #: The generate() arguments, so a test can run the pipeline with the same heartbeat.
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        """Rows of one table by its pipeline name."""
+        if name not in TABLES:
+            raise KeyError(name)
+        rows: list[dict[str, Any]] = getattr(self, name)
+        return rows
+
+    def to_json(self) -> bytes:
+        doc = {name: getattr(self, name) for name in (*TABLES, "injected", "params")}
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def load(cls, path: Path) -> GroundTruth:
+        """Read ``ground_truth.json`` back (``day`` becomes a ``date`` again)."""
+        doc = orjson.loads(Path(path).read_bytes())
+        for row in doc.get("broker_availability", []):
+            row["day"] = date.fromisoformat(row["day"])
+        return cls(
+            **{name: doc.get(name, []) for name in (*TABLES, "injected")},
+            params=doc.get("params", {}),
+        )
