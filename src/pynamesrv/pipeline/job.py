@@ -583,15 +583,19 @@ def _compute_and_publish(
         return spark.read.parquet(target).count()
 
     rows: dict[str, int] = {}
-    for name in TABLES:
+
+    def table(name: str) -> DataFrame:
         frame = derived.table(name)
         if name == "broker_availability":
             patches = derived.patches()
             if patches is not None:
                 frame = frame.unionByName(patches)
+        return frame
+
+    for name in TABLES:
         rows[name] = stage(
             name,
-            lambda name=name, frame=frame: write(name, frame, name in PARTITIONED),
+            lambda name=name: write(name, table(name), name in PARTITIONED),
             lambda n: f"{n:,} row(s)",
         )
 
