@@ -70,7 +70,7 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
          "--out", str(out), "--heartbeat-interval", "30"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    for stage in ("journal files", "ingest", *TABLES, "report.html", "publish"):
+    for stage in ("journal files", "ingest", "derive", *TABLES, "report.html", "publish"):
         assert stage in result.stderr
     assert "10 events from 1 instance(s)" in result.stderr  # the torn line is not an event
     assert "skipped 1 malformed line(s)" in " ".join(result.stderr.split())

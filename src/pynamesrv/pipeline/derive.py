@@ -135,6 +135,7 @@ class Derived:
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     carry: Carry | None = None
     _cached: list[DataFrame] = field(default_factory=list)
+    _spans: DataFrame | None = None
 
     @classmethod
     def of(
@@ -199,7 +200,18 @@ class Derived:
         return stale_route_exposure(stale, self.spans(), self.recent, self.start)
 
     def spans(self) -> DataFrame:
-        """Topic memberships from the start on, those carried over included."""
+        """Topic memberships from the start on, those carried over included; computed once
+        (the exposure table and the state both need them)."""
+        if self._spans is None:
+            self._spans = self._keep(self._compute_spans())
+        return self._spans
+
+    def _keep(self, frame: DataFrame) -> DataFrame:
+        frame = frame.localCheckpoint(eager=True)
+        self._cached.append(frame)
+        return frame
+
+    def _compute_spans(self) -> DataFrame:
         opens = membership_opens(self.recent)
         if self.carry is not None:
             opens = opens.unionByName(
@@ -336,6 +348,7 @@ class Derived:
         for frame in self._cached:
             _free(frame)
         self._cached.clear()
+        self._spans = None
 
 
 def _free(frame: DataFrame) -> None:

@@ -418,7 +418,11 @@ def run_pipeline(
         record.update(new)
         events = _store_events(spark, fs, store, files, record, start, from_ts, to_ts)
         carry = None if start is None else _carry(output, start)
-        derived = derive(events, heartbeat_interval_s, carry)
+        derived = stage(
+            "derive",
+            partial(derive, events, heartbeat_interval_s, carry),
+            lambda _: "lifecycles, runs and run hours materialized",
+        )
         staging = Staging(fs, out)
         try:
             result = _compute_and_publish(
@@ -584,15 +588,23 @@ def _compute_and_publish(
         return spark.read.parquet(target).count()
 
     rows: dict[str, int] = {}
-    for name in TABLES:
+
+    def table(name: str) -> DataFrame:
         frame = derived.table(name)
         if name == "broker_availability":
             patches = derived.patches()
             if patches is not None:
                 frame = frame.unionByName(patches)
+        return frame
+
+    def write_table(name: str) -> int:
+        """The table's plan is built here, inside its timed stage."""
+        return write(name, table(name), name in PARTITIONED)
+
+    for name in TABLES:
         rows[name] = stage(
             name,
-            partial(write, name, frame, name in PARTITIONED),
+            partial(write_table, name),
             lambda n: f"{n:,} row(s)",
         )
 
