@@ -28,9 +28,12 @@ class HeapKeeper:
         self.freezes = 0
 
     def freeze(self) -> None:
-        """Collect what is garbage now, then move everything alive out of the collector's
-        generations (``gc.freeze``)."""
-        gc.collect()
+        """Collect the young generations, then move everything out of the collector's
+        generations (``gc.freeze``, constant time). Not a full collection: it would walk the
+        whole heap (110 ms with 100,000 topics) on the loop, inside the registration that
+        triggered it; at most the cyclic garbage the oldest generation holds is frozen with
+        the tables, and it is bounded by the collector's own thresholds."""
+        gc.collect(1)
         gc.freeze()
         self.added_since_freeze = 0
         self.freezes += 1
