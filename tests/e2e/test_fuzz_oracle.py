@@ -206,11 +206,15 @@ Traceback (most recent call last):
   File "server.py", line 149, in data_received
 TypeError: Integer exceeds 64-bit range
 2026-01-01 00:00:03,004 WARNING pynamesrv.namesrv.processor - request code 103 failed
-2026-01-01 00:00:04,005 INFO  pynamesrv.remoting.server - closing 127.0.0.1:4713: bad"""
+2026-01-01 00:00:04,005 INFO  pynamesrv.remoting.server - closing 127.0.0.1:4713: bad
+2026-01-01 00:00:05,006 WARNING pynamesrv.remoting.server - closing 127.0.0.1:4714 (malformed_frame)
+2026-01-01 00:00:06,007 WARNING pynamesrv.audit - admin write PUT_KV_CONFIG refused"""
     for line in text.splitlines():
         tally.take(line)
     tally.flush()
-    assert tally.levels == {"INFO": 2, "ERROR": 2, "WARNING": 1}
+    assert tally.levels == {"INFO": 2, "ERROR": 2, "WARNING": 3}
+    # the documented answers to hostile frames are counted, not findings
+    assert tally.refusals == 2
     assert (tally.tracebacks, tally.fatal_errors, tally.bad_events) == (2, 2, 3)
     fatal = (
         "ERROR asyncio - Fatal error on transport TCPTransport"

@@ -54,6 +54,17 @@ class LogEvent:
         return head
 
 
+def is_documented_refusal(event: LogEvent) -> bool:
+    """A warning that is the server's documented answer to a hostile frame, not a failure: the
+    audit trail of a refused admin write, or the one line of a connection closed for a
+    malformed frame (both rate-limited by the server)."""
+    if event.level != "WARNING" or event.has_traceback:
+        return False
+    return event.logger == "pynamesrv.audit" or (
+        event.logger == "pynamesrv.remoting.server" and event.message.startswith("closing ")
+    )
+
+
 @dataclass
 class LogTally:
     """Counts of the server's log, and one sample of each distinct bad event."""
@@ -63,6 +74,7 @@ class LogTally:
     fatal_errors: int = 0
     stray_lines: int = 0  # stderr lines outside any log record (an interpreter crash, say)
     bad_events: int = 0
+    refusals: int = 0  # documented refusal warnings (``is_documented_refusal``)
     signatures: Counter[str] = field(default_factory=Counter)
     serious: set[str] = field(default_factory=set)  # signatures with a traceback/fatal error
     samples: dict[str, list[str]] = field(default_factory=dict)
@@ -88,6 +100,9 @@ class LogTally:
 
     def add(self, event: LogEvent) -> None:
         self.levels[event.level] += 1
+        if is_documented_refusal(event):
+            self.refusals += 1
+            return
         bad = event.level in BAD_LEVELS or event.has_traceback
         if not bad:
             return
@@ -113,6 +128,7 @@ class LogTally:
             "fatal_errors": self.fatal_errors,
             "stray_lines": self.stray_lines,
             "bad_events": self.bad_events,
+            "refusals": self.refusals,
             "distinct": [
                 {
                     "signature": sig,
