@@ -30,41 +30,29 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
-    BooleanType,
     DataType,
     LongType,
-    MapType,
     StringType,
     StructField,
     StructType,
 )
 
-from pynamesrv.pipeline.schema import CORRUPT, SNAPSHOT_QUEUE
+from pynamesrv.pipeline.schema import CORRUPT, JOURNAL_SCHEMA
 
 HEARTBEAT: Final = "broker_heartbeat"
 REGISTERED: Final = "broker_registered"
 REMOVED: Final = "broker_removed"
 
+# The journal fields a store row keeps (everything the tables read), typed as the journal's.
+EVENT_FIELDS: Final = (
+    "ts", "ns", "seq", "type", "cluster", "broker_name", "broker_id", "broker_addr", "first",
+    "topics_added", "topics_changed", "reason", "last_heartbeat_ts", "topic", "counts", "topics",
+)  # fmt: skip
 # One store row. Heartbeat segments carry beat_ts/beat_seq (ts/seq are their first beat);
 # other events carry one line each; a row with a null type counts a file's bad lines.
 STORE_SCHEMA: Final = StructType(
-    [
-        StructField("ts", LongType()),
-        StructField("ns", StringType()),
-        StructField("seq", LongType()),
-        StructField("type", StringType()),
-        StructField("cluster", StringType()),
-        StructField("broker_name", StringType()),
-        StructField("broker_id", LongType()),
-        StructField("broker_addr", StringType()),
-        StructField("first", BooleanType()),
-        StructField("topics_added", ArrayType(StringType())),
-        StructField("topics_changed", ArrayType(StringType())),
-        StructField("reason", StringType()),
-        StructField("last_heartbeat_ts", LongType()),
-        StructField("topic", StringType()),
-        StructField("counts", MapType(StringType(), LongType())),
-        StructField("topics", MapType(StringType(), ArrayType(SNAPSHOT_QUEUE))),
+    [JOURNAL_SCHEMA[name] for name in EVENT_FIELDS]
+    + [
         StructField("beat_ts", ArrayType(LongType())),
         StructField("beat_seq", ArrayType(LongType())),
         StructField("last_ts", LongType()),
@@ -74,8 +62,6 @@ STORE_SCHEMA: Final = StructType(
     ]
 )
 STORE_COLUMNS: Final = tuple(f.name for f in STORE_SCHEMA.fields)
-# The journal fields a store row keeps (everything the tables read).
-EVENT_FIELDS: Final = STORE_COLUMNS[: STORE_COLUMNS.index("topics") + 1]
 _TYPES: Final[dict[str, DataType]] = {f.name: f.dataType for f in STORE_SCHEMA.fields}
 
 
