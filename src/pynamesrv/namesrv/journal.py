@@ -407,22 +407,28 @@ def journal_files(path: Path) -> list[Path]:
     return sorted(files, key=lambda p: (p.name.removesuffix(COMPRESSED_SUFFIX), str(p)))
 
 
+def complete_lines(file: Path) -> Iterator[bytes]:
+    """An hour file's lines, plain or gzip-compressed, as written: a torn last line (a crash
+    mid-write) is skipped and a truncated archive yields what it holds, never fatal."""
+    opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
+    with opener(file, "rb") as handle:
+        try:
+            for raw in handle:
+                if raw.endswith(b"\n"):
+                    yield raw
+        except (EOFError, gzip.BadGzipFile):
+            return
+
+
 def read_records(files: Iterable[Path], *, expand: bool = True) -> Iterator[dict[str, Any]]:
-    """Every well-formed line; a torn line (a crash mid-write) is skipped, never fatal.
-    Compact heartbeats come in their full form unless ``expand`` is false."""
+    """Every well-formed line of ``complete_lines``. Compact heartbeats come in their full
+    form unless ``expand`` is false."""
     for file in files:
         expander = HeartbeatExpander() if expand else None
-        opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
-        with opener(file, "rb") as handle:
+        for raw in complete_lines(file):
             try:
-                for raw in handle:
-                    if not raw.endswith(b"\n"):
-                        continue  # torn last line
-                    try:
-                        record = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if isinstance(record, dict):
-                        yield record if expander is None else expander.expand(record)
-            except (EOFError, gzip.BadGzipFile):  # a truncated archive: what was read counts
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 continue
+            if isinstance(record, dict):
+                yield record if expander is None else expander.expand(record)

@@ -21,7 +21,6 @@ down for longer than its brokers' timeouts starts empty, as it always did.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -32,7 +31,7 @@ from typing import Any, Final
 
 import orjson
 
-from pynamesrv.namesrv.journal import COMPRESSED_SUFFIX, journal_files
+from pynamesrv.namesrv.journal import complete_lines, journal_files
 from pynamesrv.namesrv.routes import RecordError, RouteInfoManager
 
 log = logging.getLogger("pynamesrv")
@@ -167,24 +166,17 @@ def _scan(file: Path, keep_bases: int | None) -> tuple[list[bytes], list[int], b
     lines: list[bytes] = []
     bases: list[int] = []
     dropped = False
-    opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
-    with opener(file, "rb") as handle:
-        try:
-            for raw in handle:
-                if not raw.endswith(b"\n"):
-                    continue  # torn last line
-                kind = _kind(raw)
-                if kind not in REPLAYED:
-                    continue
-                if kind == SNAPSHOT or (kind == STARTED and _began_empty(raw)):
-                    if keep_bases is not None and len(bases) == keep_bases:
-                        del lines[: bases[1]]
-                        bases = [b - bases[1] for b in bases[1:]]
-                        dropped = True
-                    bases.append(len(lines))
-                lines.append(raw)
-        except (EOFError, gzip.BadGzipFile):  # a truncated archive: what was read counts
-            pass
+    for raw in complete_lines(file):
+        kind = _kind(raw)
+        if kind not in REPLAYED:
+            continue
+        if kind == SNAPSHOT or (kind == STARTED and _began_empty(raw)):
+            if keep_bases is not None and len(bases) == keep_bases:
+                del lines[: bases[1]]
+                bases = [b - bases[1] for b in bases[1:]]
+                dropped = True
+            bases.append(len(lines))
+        lines.append(raw)
     return lines, bases, dropped
 
 
