@@ -21,16 +21,21 @@ from pynamesrv.pipeline.publish import COMMIT, STAGING, Staging, new_run_id, rea
 from .journals import heartbeat, registered, started, write_journal
 
 
+def staged(fs: HadoopFS, out: Path, tables: dict[str, str]) -> Staging:
+    """A new run with each table's one file written to its staging and queued to publish."""
+    staging = Staging(fs, str(out), new_run_id())
+    for name, text in tables.items():
+        fs.write_text(staging.path(f"{name}/part-0"), text)
+        staging.replace(name)
+    return staging
+
+
 @pytest.fixture
 def published(spark: SparkSession, tmp_path: Path) -> tuple[HadoopFS, Path]:
     """An output directory with a first run published: tables a and b, manifest run 1."""
     fs = HadoopFS(spark)
     out = tmp_path / "out"
-    staging = Staging(fs, str(out), new_run_id())
-    for name in ("a", "b"):
-        fs.write_text(staging.path(f"{name}/part-0"), f"{name} of run 1")
-        staging.replace(name)
-    staging.commit({"run": 1})
+    staged(fs, out, {"a": "a of run 1", "b": "b of run 1"}).commit({"run": 1})
     return fs, out
 
 
@@ -48,9 +53,7 @@ def test_a_run_that_fails_before_its_commit_changes_nothing(
 ) -> None:
     fs, out = published
     before = live(out)
-    staging = Staging(fs, str(out), new_run_id())
-    fs.write_text(staging.path("a/part-0"), "a of run 2")
-    staging.replace("a")
+    staging = staged(fs, out, {"a": "a of run 2"})
     staging.abandon()  # what run_pipeline does when a later table fails
     assert live(out) == before
     assert not (out / STAGING / staging.run_id).exists()
@@ -61,10 +64,7 @@ def test_a_commit_interrupted_among_its_renames_is_finished_by_the_next_run(
     published: tuple[HadoopFS, Path],
 ) -> None:
     fs, out = published
-    staging = Staging(fs, str(out), new_run_id())
-    for name in ("a", "b"):
-        fs.write_text(staging.path(f"{name}/part-0"), f"{name} of run 2")
-        staging.replace(name)
+    staging = staged(fs, out, {"a": "a of run 2", "b": "b of run 2"})
     fs.write_text(staging.path("_manifest.json"), '{"run":2}')
     staging.replace("_manifest.json")
     # The commit point was written, then the process died before any rename.
@@ -86,9 +86,7 @@ def test_staging_without_a_commit_point_is_dropped_by_recovery(
 ) -> None:
     fs, out = published
     before = live(out)
-    staging = Staging(fs, str(out), new_run_id())
-    fs.write_text(staging.path("a/part-0"), "a of a run killed while writing")
-    staging.replace("a")
+    staging = staged(fs, out, {"a": "a of a run killed while writing"})
     assert recover(fs, str(out)) == []
     assert live(out) == before
     assert not (out / STAGING / staging.run_id).exists()
