@@ -30,14 +30,13 @@ from pynamesrv.pipeline.runs import (
     overlap_ms,
 )
 
+# A broker as one instance saw it: the key of every table of this module.
+BROKER_ON_INSTANCE = ("ns", "cluster", "broker_name", "broker_id", "broker_addr")
+
 # What a later run takes over of a session (``derive.Carry``): its start, end and what
 # follows it. ``run`` is found again from the start's (ts, seq).
 STATE_COLUMNS = (
-    "ns",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
+    *BROKER_ON_INSTANCE,
     "start_ts",
     "start_seq",
     "end_ts",
@@ -47,22 +46,14 @@ STATE_COLUMNS = (
 )
 
 SESSION_COLUMNS = (
-    "ns",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
+    *BROKER_ON_INSTANCE,
     "start_ts",
     "end_ts",
     "end_reason",
     "duration_s",
 )
 AVAILABILITY_COLUMNS = (
-    "ns",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
+    *BROKER_ON_INSTANCE,
     "day",
     "routed_s",
     "routed_fraction",
@@ -70,11 +61,7 @@ AVAILABILITY_COLUMNS = (
     "mttr_s",
 )
 LATENCY_COLUMNS = (
-    "ns",
-    "cluster",
-    "broker_name",
-    "broker_id",
-    "broker_addr",
+    *BROKER_ON_INSTANCE,
     "removed_ts",
     "last_heartbeat_ts",
     "latency_s",
@@ -126,11 +113,7 @@ def sessions_full(marks: DataFrame) -> DataFrame:
     )
     end_reason = F.when(ends_here, F.col("removal.reason")).otherwise(F.col("run_end_reason"))
     return starts.select(
-        "ns",
-        "cluster",
-        "broker_name",
-        "broker_id",
-        "broker_addr",
+        *BROKER_ON_INSTANCE,
         F.col("ts").alias("start_ts"),
         end_ts.alias("end_ts"),
         end_reason.alias("end_reason"),
@@ -176,11 +159,7 @@ def detection_latency(events: DataFrame) -> DataFrame:
     """One row per ``broker_removed``; a null last heartbeat gives a null latency. Partition
     ``day``: the day of removed_ts."""
     return events.where(F.col("type") == REMOVED).select(
-        "ns",
-        "cluster",
-        "broker_name",
-        "broker_id",
-        "broker_addr",
+        *BROKER_ON_INSTANCE,
         F.col("ts").alias("removed_ts"),
         "last_heartbeat_ts",
         ((F.col("ts") - F.col("last_heartbeat_ts")) / 1000.0).alias("latency_s"),
