@@ -24,6 +24,8 @@ from typing import Any
 
 import pyspark
 
+from waiting import wait_until
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -90,22 +92,19 @@ class StandaloneCluster:
             return dict(json.load(r))
 
     def _wait(self, ready: str) -> None:
-        deadline = time.monotonic() + self.timeout_s
-        while True:
+        def is_ready() -> bool:
             for process in self._processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"a Spark daemon exited; see {self.logs}")
             try:
                 state = self.state()
-                if state.get("status") == "ALIVE" and (
-                    ready == "master" or state.get("aliveworkers") == self.workers
-                ):
-                    return
             except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Spark {ready} not ready in {self.timeout_s:g} s; {self.logs}")
-            time.sleep(0.2)
+                return False
+            return state.get("status") == "ALIVE" and (
+                ready == "master" or state.get("aliveworkers") == self.workers
+            )
+
+        wait_until(is_ready, f"Spark {ready} ready (logs: {self.logs})", self.timeout_s)
 
     def start(self) -> StandaloneCluster:
         atexit.register(self.stop)
