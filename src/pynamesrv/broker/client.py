@@ -95,10 +95,14 @@ class BrokerClient:
 
     async def die_silently(self) -> None:
         """Stop heartbeating but keep the connections open: a hung or partitioned broker."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        # Cancelled again until it ends: Python 3.11's wait_for can swallow a cancellation
+        # that arrives as its inner request completes, and the loop would go on forever.
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)  # done: collects its outcome
 
     async def close_connections(self) -> None:
         """Drop the TCP connections (a name server then removes this broker at once)."""
