@@ -38,6 +38,7 @@ from pathlib import Path
 
 import uvloop
 
+import loadgen
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv import requests
 from pynamesrv.remoting.codec import FrameDecoder, encode
@@ -304,9 +305,19 @@ def open_loop_worker(
 
 
 def run_open_loop(
-    port: int, procs: int, conns: int, rate: float, seconds: float, cpus: str
+    port: int,
+    procs: int,
+    conns: int,
+    rate: float,
+    seconds: float,
+    cpus: str,
+    generator: Path | None = None,
 ) -> dict:
-    """``rate`` requests a second split over ``procs`` generators; percentiles in ms."""
+    """``rate`` requests a second (from the C ``generator``, or split over ``procs`` Python
+    generators without it); percentiles in ms."""
+    if generator is not None:
+        found = loadgen.run(generator, port, conns, 0, rate, seconds, WALK_REQUESTS, cpus)
+        return _c_summary(found, seconds, (0.0, 0.0))
     queue: mp.Queue = mp.Queue()
     args = (cpus, port, conns // procs, rate / procs, seconds, queue)
     workers = [mp.Process(target=open_loop_worker, args=args) for _ in range(procs)]
@@ -315,10 +326,29 @@ def run_open_loop(
     results = [queue.get(timeout=seconds + 60) for _ in workers]
     for worker in workers:
         worker.join()
-    return _summary(results, seconds, 0.0)
+    return _summary(results, seconds, (0.0, 0.0))
 
 
-def _summary(results: list, seconds: float, cpu_used: float) -> dict:
+def _c_summary(found: dict, seconds: float, cpu_used: tuple[float, float]) -> dict:
+    """``loadgen.run``'s figures in ``_summary``'s form."""
+    return {
+        "rps": found["answered"] / seconds,
+        **{p: found[f"{p}_us"] / 1000 for p in ("p50", "p99", "p999")},
+        **_cpu_figures(cpu_used, found["answered"]),
+    }
+
+
+def _cpu_figures(cpu_used: tuple[float, float], requests: int) -> dict:
+    """Server CPU per request, and the kernel's share of it (the floor no server code can
+    remove: TCP, loopback delivery, epoll)."""
+    total = sum(cpu_used)
+    return {
+        "cpu_us": total / requests * 1e6 if requests else 0.0,
+        "kernel": cpu_used[1] / total if total else 0.0,
+    }
+
+
+def _summary(results: list, seconds: float, cpu_used: tuple[float, float]) -> dict:
     sample = sorted(v for _, values in results for v in values)
 
     def pct(p: float) -> float:
@@ -330,14 +360,15 @@ def _summary(results: list, seconds: float, cpu_used: float) -> dict:
         "p50": pct(0.50),
         "p99": pct(0.99),
         "p999": pct(0.999),
-        "cpu_us": cpu_used / total * 1e6 if total else 0.0,
+        **_cpu_figures(cpu_used, total),
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used (Linux /proc)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def run_load(
@@ -350,12 +381,22 @@ def run_load(
     frames: tuple[bytes, ...] = REQUESTS,
     server_pid: int | None = None,
     tls: bool = False,
+    generator: Path | None = None,
 ) -> dict:
     """Run the load and return req/s, latency percentiles (ms) and, with ``server_pid``,
     the server's CPU microseconds per request: a cost that does not depend on whether the
-    load generator kept the server busy."""
+    load generator kept the server busy. ``procs`` Python generators of ``conns``
+    connections each, or one C ``generator`` of ``procs * conns`` (not over TLS)."""
+    before = cpu_times(server_pid) if server_pid else (0.0, 0.0)
+
+    def cpu_used() -> tuple[float, float]:
+        after = cpu_times(server_pid) if server_pid else (0.0, 0.0)
+        return after[0] - before[0], after[1] - before[1]
+
+    if generator is not None and not tls:
+        found = loadgen.run(generator, port, procs * conns, depth, 0, seconds, frames, cpus)
+        return _c_summary(found, seconds, cpu_used())
     queue: mp.Queue = mp.Queue()
-    cpu_before = cpu_seconds(server_pid) if server_pid else 0.0
     workers = [
         mp.Process(target=load_worker, args=(cpus, port, conns, depth, seconds, queue, frames, tls))
         for _ in range(procs)
@@ -365,8 +406,7 @@ def run_load(
     results = [queue.get(timeout=seconds + 60) for _ in workers]
     for worker in workers:
         worker.join()
-    cpu_used = cpu_seconds(server_pid) - cpu_before if server_pid else 0.0
-    return _summary(results, seconds, cpu_used)
+    return _summary(results, seconds, cpu_used())
 
 
 # ---------------------------------------------------------------------- main
@@ -401,7 +441,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--procs", type=int, default=2, help="load processes")
     parser.add_argument("--rate", type=float, default=30_000, help="open-loop requests/s")
+    parser.add_argument(
+        "--generator",
+        choices=("c", "python"),
+        default="c",
+        help="load generator: loadgen.c (built with the machine's compiler) or Python processes",
+    )
     args = parser.parse_args()
+    generator = loadgen.build() if args.generator == "c" else None
+    if args.generator == "c" and generator is None:
+        print("no C compiler: Python load generators (their own pauses inflate latencies)")
     ncpu = os.cpu_count() or 1
     server_cpu, load_cpus = "0", ",".join(str(c) for c in range(1, ncpu)) or "0"
     _raise_file_limit(4096)
@@ -424,10 +473,11 @@ def main() -> None:
         targets = [(name, port, server.pid) for name, (server, port) in servers.items()]
         targets.append(("constant-frame", const_port, const.pid))
         print(
-            f"server on CPU {server_cpu}, load on CPU(s) {load_cpus}; "
+            f"server on CPU {server_cpu}, load on CPU(s) {load_cpus} "
+            f"({'loadgen.c' if generator else 'Python generators'}); "
             f"answer frame {len(answer)} bytes; {args.seconds:.0f} s per run"
         )
-        columns = ("req/s", "p50 ms", "p99 ms", "p999 ms", "CPU us/req")
+        columns = ("req/s", "p50 ms", "p99 ms", "p999 ms", "CPU us/req", "kernel")
         print(f"{'shape':<26} {'target':<15} " + " ".join(f"{c:>9}" for c in columns))
         closed = (
             ("1 conn x 1", 1, 1, 1, REQUESTS),
@@ -440,14 +490,14 @@ def main() -> None:
             for name, target, pid in targets:
                 rows[name] = run_load(
                     target, procs, max(1, conns // procs), depth, args.seconds, load_cpus,
-                    frames, pid,
+                    frames, pid, generator=generator,
                 )  # fmt: skip
                 _print_row(label, name, rows[name])
             _print_ratios(label, rows)
         label = f"open loop {args.rate:,.0f}/s, 16 conns"
         for name, target, _ in targets:
             _print_row(label, name, run_open_loop(
-                target, args.procs, 16, args.rate, args.seconds, load_cpus
+                target, args.procs, 16, args.rate, args.seconds, load_cpus, generator
             ))  # fmt: skip
     finally:
         for sock in sockets:
@@ -462,7 +512,7 @@ def main() -> None:
 def _print_row(label: str, name: str, r: dict) -> None:
     print(
         f"{label:<26} {name:<15} {r['rps']:>9,.0f} {r['p50']:>9.3f} "
-        f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f}"
+        f"{r['p99']:>9.3f} {r['p999']:>9.3f} {r['cpu_us']:>10.2f} {r['kernel']:>9.0%}"
     )
 
 
