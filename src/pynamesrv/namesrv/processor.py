@@ -36,6 +36,7 @@ from pynamesrv.namesrv.config import (
 )
 from pynamesrv.namesrv.events import Event
 from pynamesrv.namesrv.fastpath import RouteAnswerTemplate
+from pynamesrv.namesrv.heap import collector_paused
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvChange, KvConfigManager, KvRejected
 from pynamesrv.namesrv.model import (
     BodyError,
@@ -357,7 +358,8 @@ class DefaultRequestProcessor:
         other peers in between, then register it like any other."""
         while True:
             try:
-                next(steps)
+                with collector_paused():
+                    next(steps)
             except StopIteration as done:
                 decoded: RegisterBrokerBody = done.value
                 break
@@ -372,8 +374,11 @@ class DefaultRequestProcessor:
         self, request: RemotingCommand, load_body: Callable[[], RegisterBrokerBody],
         args: dict[str, Any],
     ) -> RemotingCommand:  # fmt: skip
-        result = self.routes.register_broker(load_body=load_body, now_ms=self.clock_ms(), **args)
-        self._emit(result.events)
+        with collector_paused():  # a body of 100,000 topics: see heap.collector_paused
+            result = self.routes.register_broker(
+                load_body=load_body, now_ms=self.clock_ms(), **args
+            )
+            self._emit(result.events)
         ext: dict[str, str] = {}
         if result.master_addr is not None:
             ext["masterAddr"] = result.master_addr
