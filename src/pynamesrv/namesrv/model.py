@@ -606,6 +606,26 @@ class _InflatingReader:
         self.pos += size
         return out
 
+    def chunks(self, limit: int) -> list[bytes | bytearray]:
+        """Up to ``limit`` chunks (at least one): the next as ``chunk`` reads it, inflating as
+        needed, then those that follow it complete in what is already inflated. A compressed
+        registration is 100,000 such chunks; taken a piece at a time they cost one method call
+        per piece, not several per chunk. Whatever the loop does not take (a chunk cut by the
+        end of the piece, a bad size) is left to the next ``chunk``, with its errors."""
+        out: list[bytes | bytearray] = [self.chunk()]
+        buffer, pos, end = self._buffer, self.pos, len(self._buffer)
+        unpack = _INT32.unpack_from
+        append = out.append
+        while len(out) < limit and pos + 4 <= end:
+            (size,) = unpack(buffer, pos)
+            stop = pos + 4 + size
+            if size < 0 or stop > end:
+                break
+            append(buffer[pos + 4 : stop])
+            pos = stop
+        self.pos = pos
+        return out
+
     @property
     def at_end(self) -> bool:
         return not self._fill(1)
@@ -634,10 +654,11 @@ def _decode_compressed(
     lines: list[str] = []
     routed: list[RoutedTopic] = []
     next_yield = INFLATE_STEP
-    for _ in range(count):
-        line = reader.chunk().decode()
-        routed.append(_routed_line(line))
-        lines.append(line)
+    while len(lines) < count:
+        for raw in reader.chunks(count - len(lines)):
+            line = raw.decode()
+            routed.append(_routed_line(line))
+            lines.append(line)
         if reader.inflated >= next_yield:
             next_yield = reader.inflated + INFLATE_STEP
             yield
@@ -668,10 +689,11 @@ def _routed_line(line: str) -> RoutedTopic:
     them (numbers in range first inline, anything else through ``_as_int`` and its errors).
     The line carries no sys flag: TopicConfig's default, 0."""
     tokens = line.split(" ")
-    while tokens and tokens[-1] == "":
-        tokens.pop()
-    if len(tokens) < 5:
-        raise BodyError(f"bad topic config line {line!r}")
+    if len(tokens) != 5 or not tokens[4]:  # not the usual line: drop trailing spaces first
+        while tokens and tokens[-1] == "":
+            tokens.pop()
+        if len(tokens) < 5:
+            raise BodyError(f"bad topic config line {line!r}")
     name, read, write, perm = tokens[0], tokens[1], tokens[2], tokens[3]
     try:
         numbers = (int(read), int(write), int(perm))
