@@ -12,7 +12,7 @@ The same walk makes a large registration quadratic while it runs: with the heap 
 oldest generation is nearly empty, so the collector's rule (a full collection once the
 objects promoted since the last one exceed a quarter of it) fires again and again during
 the burst, each time walking everything the registration has built so far (five full
-collections, 40 % of a 100,000-topic registration). ``collector_paused`` holds the collector
+collections, 40 % of a 100,000-topic registration). ``HeapKeeper.burst`` holds the collector
 off for such a burst.
 """
 
@@ -29,37 +29,48 @@ from pynamesrv.namesrv.events import BrokerRegistered, Event
 FREEZE_AFTER_TOPICS: Final = 10_000
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No automatic collection inside the block (one synchronous registration: decode, tables,
-    events). Safe because such a block makes no garbage cycles of its own (decoded JSON and
-    temporaries are freed by reference counting) and is bounded by one request; the
-    collector resumes after it, or the heap keeper freezes what it built. Nested or with the
-    collector already off, it leaves the collector as it found it."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 class HeapKeeper:
     """A listener: counts topics the registrations add and freezes the heap past a bound."""
 
     def __init__(self) -> None:
         self.added_since_freeze = 0
         self.freezes = 0
+        self._young_collected = False  # inside a burst that began by collecting them
+
+    @contextmanager
+    def burst(self, *, large: bool = False) -> Iterator[None]:
+        """No automatic collection inside the block: one synchronous registration (decode,
+        tables, events). Safe because such a block makes no garbage cycles of its own
+        (decoded JSON and temporaries are freed by reference counting) and is bounded by one
+        request; the collector resumes after it, or ``freeze`` moves what it built away.
+
+        A ``large`` one (a body that may add thousands of topics) first collects the young
+        generations, which the collector's thresholds keep small (about a millisecond), so
+        that a freeze inside it need not: that collection would walk everything the burst
+        built (50 ms for 100,000 topics) to find no garbage. Nested, or with the collector
+        already off, the block leaves the collector as it found it."""
+        if not gc.isenabled():
+            yield
+            return
+        if large:
+            gc.collect(1)
+        gc.disable()
+        self._young_collected = large
+        try:
+            yield
+        finally:
+            self._young_collected = False
+            gc.enable()
 
     def freeze(self) -> None:
-        """Collect the young generations, then move everything out of the collector's
-        generations (``gc.freeze``, constant time). Not a full collection: it would walk the
-        whole heap (110 ms with 100,000 topics) on the loop, inside the registration that
-        triggered it; at most the cyclic garbage the oldest generation holds is frozen with
-        the tables, and it is bounded by the collector's own thresholds."""
-        gc.collect(1)
+        """Collect the young generations (unless a large burst did just before it began),
+        then move everything out of the collector's generations (``gc.freeze``, constant
+        time). Not a full collection: it would walk the whole heap (110 ms with 100,000
+        topics) on the loop, inside the registration that triggered it; at most the cyclic
+        garbage the oldest generation holds is frozen with the tables, and it is bounded by
+        the collector's own thresholds."""
+        if not self._young_collected:
+            gc.collect(1)
         gc.freeze()
         self.added_since_freeze = 0
         self.freezes += 1
