@@ -217,3 +217,110 @@ def test_compressed_number_edges_route_as_the_line_decoder_decides(
 
     assert _outcome(decoded) == _outcome(reference)
     assert _outcome(reference)[0] == ("ok" if value in ("-2147483648", "2147483647") else "error")
+
+
+# --------------------------------------------------------------------------- compiled loops
+
+PYTHON_LOOPS = {"_json_loop": model._extend_routed_json, "_lines_loop": model._extend_routed_lines}
+
+
+def test_the_compiled_loops_are_built_and_used() -> None:
+    assert model._compiled is not None, "pynamesrv.namesrv._routed was not built"
+    assert model._json_loop is model._compiled.extend_routed_json
+    assert model._lines_loop is model._compiled.extend_routed_lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=st.lists(json_entries(), max_size=8), start=st.integers(0, 9))
+def test_compiled_json_loop_stops_where_the_python_twin_stops(
+    entries: list[Any], start: int
+) -> None:
+    assert model._compiled is not None
+    compiled: list[tuple[str, int, int, int, int]] = [("before", 0, 0, 0, 0)]
+    python = list(compiled)
+    stop = model._compiled.extend_routed_json(entries, start, compiled)
+    assert stop == model._extend_routed_json(entries, start, python)
+    assert compiled == python
+
+
+_odd_tokens = st.sampled_from(
+    ["T", "8", "-1", "+8", "-", "x", "", "\t8", "2147483647", "-2147483648", "2147483648",
+     "00000000008", "0000000008", "1_0", "٣", "T/ö", "SINGLE_TAG"]
+)  # fmt: skip
+_odd_lines = st.lists(_odd_tokens, max_size=7).map(" ".join) | st.sampled_from(
+    ["T 8 8 6 SINGLE_TAG", "T 8 8 6 SINGLE_TAG ", "T  8 8 6 X", "ö 1 1 6 X", "T 1 1 6 \x00"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(_odd_lines, max_size=10), as_bytes=st.booleans())
+def test_compiled_lines_loop_takes_only_lines_the_general_way_reads_alike(
+    lines: list[str], as_bytes: bool
+) -> None:
+    """Each line the compiled loop takes has the row and text the general way gives it; the
+    first it leaves is one the general way must look at (it may be fine, or an error)."""
+    assert model._compiled is not None
+    chunks: list[bytes | bytearray] = [
+        line.encode() if as_bytes else bytearray(line.encode()) for line in lines
+    ]
+    routed: list[tuple[str, int, int, int, int]] = []
+    texts: list[str] = []
+    stop = model._compiled.extend_routed_lines(chunks, 0, routed, texts)
+    assert texts == lines[:stop]
+    assert routed == _routed_of([model._decode_topic_line(line) for line in lines[:stop]])
+    if stop < len(lines):
+        line = lines[stop]
+        tokens = line.split(" ")
+        usual = (
+            line.isascii()
+            and len(tokens) == 5
+            and tokens[4] != ""
+            and all(t.lstrip("-").isdigit() and len(t.lstrip("-")) <= 10 for t in tokens[1:4])
+            and all(t.count("-") <= 1 and not t.endswith("-") for t in tokens[1:4])
+            and all(-(2**31) <= int(t) <= 2**31 - 1 for t in tokens[1:4])
+        )
+        assert not usual, f"the compiled loop left a usual line: {line!r}"
+
+
+@pytest.mark.parametrize("loops", ["compiled", "python"])
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_odd_lines, max_size=10))
+def test_compressed_decode_is_the_same_with_either_loop(loops: str, lines: list[str]) -> None:
+    raw = _compact(lines)
+
+    def decoded() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
+        body = RegisterBrokerBody.decode(raw, compressed=True, version=401)
+        return body.routed, body.topic_configs
+
+    with pytest.MonkeyPatch.context() as patch:
+        if loops == "python":
+            for name, loop in PYTHON_LOOPS.items():
+                patch.setattr(model, name, loop)
+        got = _outcome(decoded)
+
+    def reference() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
+        configs = [model._decode_topic_line(line) for line in lines]
+        return _routed_of(configs), configs
+
+    assert got == _outcome(reference)
+
+
+@pytest.mark.parametrize("loops", ["compiled", "python"])
+@settings(max_examples=150, deadline=None)
+@given(entries=st.lists(json_entries(), max_size=8))
+def test_json_decode_is_the_same_with_either_loop(loops: str, entries: list[Any]) -> None:
+    table = {str(i): entry for i, entry in enumerate(entries)}
+    raw = orjson.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table}})
+
+    def decoded() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
+        body = RegisterBrokerBody.decode(raw, compressed=False, version=401)
+        return body.routed, body.topic_configs
+
+    with pytest.MonkeyPatch.context() as patch:
+        if loops == "python":
+            for name, loop in PYTHON_LOOPS.items():
+                patch.setattr(model, name, loop)
+        got = _outcome(decoded)
+    configs = _outcome(lambda: [TopicConfig.from_json(entry) for entry in table.values()])
+    expected = configs if configs[0] == "error" else ("ok", (_routed_of(configs[1]), configs[1]))
+    assert got == expected

@@ -21,6 +21,11 @@ import orjson
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import Version
 
+try:  # the per-topic decode loops, compiled (setup.py builds them where a C compiler exists)
+    from pynamesrv.namesrv import _routed as _compiled
+except ImportError:  # pragma: no cover - a machine without a compiler
+    _compiled = None  # type: ignore[assignment]
+
 _INT32 = struct.Struct(">i")
 # Ceiling of a compressed body's inflated size when the caller gives none: four times the
 # default frame limit, far more topics than any broker has (100,000 take about 4 MiB).
@@ -494,33 +499,13 @@ def _decode_wrapper(
 
 def _routed_from_json(entries: list[Any]) -> list[RoutedTopic]:
     """The routed fields of each topicConfigTable entry, checked as ``TopicConfig.from_json``
-    checks them: the one loop a 100,000-topic JSON registration runs per topic, so the usual
-    entry (a string name, plain ints in range) is handled inline, and any other goes through
-    ``from_json`` itself (its conversions, its errors)."""
+    checks them: the usual entry (a string name, plain ints in range) by the per-topic loop
+    (``_json_loop``), any other through ``from_json`` itself (its conversions, its errors)."""
     routed: list[RoutedTopic] = []
-    append = routed.append
-    for obj in entries:
-        if type(obj) is dict:
-            name = obj.get("topicName")
-            read = obj.get("readQueueNums", 16)
-            write = obj.get("writeQueueNums", 16)
-            perm = obj.get("perm", 6)
-            sys_flag = obj.get("topicSysFlag", 0)
-            if (
-                type(name) is str
-                and type(read) is int
-                and type(write) is int
-                and type(perm) is int
-                and type(sys_flag) is int
-                and -2147483648 <= read <= 2147483647
-                and -2147483648 <= write <= 2147483647
-                and -2147483648 <= perm <= 2147483647
-                and -2147483648 <= sys_flag <= 2147483647
-            ):
-                append((name, read, write, perm, sys_flag))
-                continue
-        config = TopicConfig.from_json(obj)
-        append(
+    index = _json_loop(entries, 0, routed)
+    while index < len(entries):
+        config = TopicConfig.from_json(entries[index])
+        routed.append(
             (
                 config.topic_name,
                 config.read_queue_nums,
@@ -529,7 +514,63 @@ def _routed_from_json(entries: list[Any]) -> list[RoutedTopic]:
                 config.topic_sys_flag,
             )
         )
+        index = _json_loop(entries, index + 1, routed)
     return routed
+
+
+def _extend_routed_json(entries: list[Any], start: int, routed: list[RoutedTopic]) -> int:
+    """Append the rows of the usual entries from ``start`` on; the index of the first entry
+    that is not one (``len(entries)`` when all are). The one loop a 100,000-topic JSON
+    registration runs per topic: the Python twin of ``_routed.c``'s, which stops at the same
+    entry."""
+    append = routed.append
+    for index in range(start, len(entries)):
+        obj = entries[index]
+        if type(obj) is not dict:
+            return index
+        name = obj.get("topicName")
+        read = obj.get("readQueueNums", 16)
+        write = obj.get("writeQueueNums", 16)
+        perm = obj.get("perm", 6)
+        sys_flag = obj.get("topicSysFlag", 0)
+        if not (
+            type(name) is str
+            and type(read) is int
+            and type(write) is int
+            and type(perm) is int
+            and type(sys_flag) is int
+            and -2147483648 <= read <= 2147483647
+            and -2147483648 <= write <= 2147483647
+            and -2147483648 <= perm <= 2147483647
+            and -2147483648 <= sys_flag <= 2147483647
+        ):
+            return index
+        append((name, read, write, perm, sys_flag))
+    return len(entries)
+
+
+def _extend_routed_lines(
+    chunks: list[bytes | bytearray], start: int, routed: list[RoutedTopic], lines: list[str]
+) -> int:
+    """Append the row and the text of each compressed topic line from ``start`` on, the
+    general way (``_routed_line``, raising its errors), and return ``len(chunks)``. The
+    Python twin of ``_routed.c``'s loop, which takes only the usual lines and returns the
+    index of the first other one for the caller to take this way."""
+    for raw in chunks[start:]:
+        line = raw.decode()
+        routed.append(_routed_line(line))
+        lines.append(line)
+    return len(chunks)
+
+
+# The per-topic loops: compiled where setup.py could build _routed.c, else the twins above.
+_json_loop: Callable[[list[Any], int, list[RoutedTopic]], int] = _extend_routed_json
+_lines_loop: Callable[[list[bytes | bytearray], int, list[RoutedTopic], list[str]], int] = (
+    _extend_routed_lines
+)
+if _compiled is not None:
+    _json_loop = _compiled.extend_routed_json
+    _lines_loop = _compiled.extend_routed_lines
 
 
 # Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
@@ -655,10 +696,11 @@ def _decode_compressed(
     routed: list[RoutedTopic] = []
     next_yield = INFLATE_STEP
     while len(lines) < count:
-        for raw in reader.chunks(count - len(lines)):
-            line = raw.decode()
-            routed.append(_routed_line(line))
-            lines.append(line)
+        chunks = reader.chunks(count - len(lines))
+        index = _lines_loop(chunks, 0, routed, lines)
+        while index < len(chunks):  # a line the loop did not take: the general way
+            _extend_routed_lines([chunks[index]], 0, routed, lines)
+            index = _lines_loop(chunks, index + 1, routed, lines)
         if reader.inflated >= next_yield:
             next_yield = reader.inflated + INFLATE_STEP
             yield
