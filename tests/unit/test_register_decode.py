@@ -22,6 +22,8 @@ from pynamesrv.namesrv import model
 from pynamesrv.namesrv.model import BodyError, RegisterBrokerBody, TopicConfig
 
 _INT32 = struct.Struct(">i")
+# The per-topic loops' Python twins, patched in for the "python" runs (else: compiled).
+PYTHON_LOOPS = {"_json_loop": model._extend_routed_json, "_lines_loop": model._extend_routed_buffer}
 
 # Values a broker (or a fuzzer) may put in a topic config's number fields: the usual ints,
 # the edges of Java's int, and what fastjson would convert or refuse.
@@ -118,6 +120,7 @@ def test_compressed_routed_topics_are_what_each_line_decodes_to(lines: list[str]
     assert _outcome(decoded) == _outcome(reference)
 
 
+@pytest.mark.parametrize("loops", ["compiled", "python"])
 @pytest.mark.parametrize("step", [1, 5, 13, 64])
 @settings(max_examples=40, deadline=None)
 @given(
@@ -128,13 +131,18 @@ def test_compressed_routed_topics_are_what_each_line_decodes_to(lines: list[str]
         max_size=30,
     )
 )
-def test_compressed_body_reads_the_same_in_any_inflate_step(step: int, lines: list[str]) -> None:
+def test_compressed_body_reads_the_same_in_any_inflate_step(
+    loops: str, step: int, lines: list[str]
+) -> None:
     """Pieces of a few bytes cut every chunk and every length prefix somewhere: each chunk
     is still read whole, once, in order, and the stepwise decode pauses along the way."""
     raw = _compact(lines)
     expected = RegisterBrokerBody.decode(raw, compressed=True, version=401)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(model, "INFLATE_STEP", step)
+        if loops == "python":
+            for name, loop in PYTHON_LOOPS.items():
+                patch.setattr(model, name, loop)
         steps = RegisterBrokerBody.decode_steps(raw, compressed=True, version=401)
         pauses = 0
         while True:
@@ -221,13 +229,11 @@ def test_compressed_number_edges_route_as_the_line_decoder_decides(
 
 # --------------------------------------------------------------------------- compiled loops
 
-PYTHON_LOOPS = {"_json_loop": model._extend_routed_json, "_lines_loop": model._extend_routed_lines}
-
 
 def test_the_compiled_loops_are_built_and_used() -> None:
     assert model._compiled is not None, "pynamesrv.namesrv._routed was not built"
     assert model._json_loop is model._compiled.extend_routed_json
-    assert model._lines_loop is model._compiled.extend_routed_lines
+    assert model._lines_loop is model._compiled.extend_routed_buffer
 
 
 @settings(max_examples=300, deadline=None)
@@ -253,23 +259,32 @@ _odd_lines = st.lists(_odd_tokens, max_size=7).map(" ".join) | st.sampled_from(
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(_odd_lines, max_size=10), as_bytes=st.booleans())
+@given(
+    lines=st.lists(_odd_lines, max_size=10),
+    cut=st.integers(0, 8),
+    limit=st.integers(0, 12),
+    start=st.integers(0, 3),
+)
 def test_compiled_lines_loop_takes_only_lines_the_general_way_reads_alike(
-    lines: list[str], as_bytes: bool
+    lines: list[str], cut: int, limit: int, start: int
 ) -> None:
-    """Each line the compiled loop takes has the row and text the general way gives it; the
-    first it leaves is one the general way must look at (it may be fine, or an error)."""
+    """Each line the compiled loop takes has the row and text the general way gives it, and
+    it stops at the limit, at a chunk the buffer cuts short, or at a line the general way
+    must look at (it may be fine, or an error)."""
     assert model._compiled is not None
-    chunks: list[bytes | bytearray] = [
-        line.encode() if as_bytes else bytearray(line.encode()) for line in lines
-    ]
+    chunks = [_INT32.pack(len(line.encode())) + line.encode() for line in lines]
+    buffer = bytearray(b"\x00" * start + b"".join(chunks))
+    del buffer[len(buffer) - min(cut, len(buffer) - start) :]  # the piece ends mid-chunk
     routed: list[tuple[str, int, int, int, int]] = []
     texts: list[str] = []
-    stop = model._compiled.extend_routed_lines(chunks, 0, routed, texts)
-    assert texts == lines[:stop]
-    assert routed == _routed_of([model._decode_topic_line(line) for line in lines[:stop]])
-    if stop < len(lines):
-        line = lines[stop]
+    pos = model._compiled.extend_routed_buffer(buffer, start, limit, routed, texts)
+    taken = len(texts)
+    assert texts == lines[:taken] and taken <= limit
+    assert pos == start + sum(len(chunk) for chunk in chunks[:taken])
+    assert routed == _routed_of([model._decode_topic_line(line) for line in lines[:taken]])
+    complete = pos + (len(chunks[taken]) if taken < len(lines) else 0) <= len(buffer)
+    if taken < min(limit, len(lines)) and complete:
+        line = lines[taken]
         tokens = line.split(" ")
         usual = (
             line.isascii()

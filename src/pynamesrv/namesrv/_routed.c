@@ -10,9 +10,11 @@
  * - JSON: an exact dict with an exact str topicName, and each number member missing (Java's
  *   default) or an exact int within Java's int range. Exactly the inline check of
  *   model._extend_routed_json, so both stop at the same entry.
- * - compressed: an ASCII line of exactly five space-separated tokens, the last not empty,
- *   tokens 2-4 an optional '-' and 1-10 decimal digits within Java's int range. A subset of
- *   what int() and model._routed_line accept; anything else is left to them.
+ * - compressed: a length-prefixed chunk complete in the inflated buffer, holding an ASCII
+ *   line of exactly five space-separated tokens, the last not empty, tokens 2-4 an optional
+ *   '-' and 1-10 decimal digits within Java's int range. A subset of what int() and
+ *   model._routed_line accept; anything else is left to them (this loop returns the
+ *   position of that chunk instead of an index).
  * Neither raises on what a broker sends: only on wrong argument types or no memory.
  */
 #define PY_SSIZE_T_CLEAN
@@ -92,30 +94,28 @@ static int parse_java_int(const char *start, const char *end, long long *out) {
     return 1;
 }
 
-static PyObject *extend_routed_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[2]) ||
-        !PyList_CheckExact(args[3])) {
+static PyObject *extend_routed_buffer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyByteArray_CheckExact(args[0]) || !PyList_CheckExact(args[3]) ||
+        !PyList_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "extend_routed_lines(chunks: list, start: int, routed: list, "
-                        "lines: list)");
+                        "extend_routed_buffer(buffer: bytearray, pos: int, limit: int, "
+                        "routed: list, lines: list)");
         return NULL;
     }
-    PyObject *chunks = args[0], *routed = args[2], *lines = args[3];
-    Py_ssize_t index = clamped_start(args[1], PyList_GET_SIZE(chunks));
-    if (index < 0) return NULL;
-    for (; index < PyList_GET_SIZE(chunks); index++) {
-        PyObject *chunk = PyList_GET_ITEM(chunks, index);
-        const char *text;
-        Py_ssize_t size;
-        if (PyBytes_CheckExact(chunk)) {
-            text = PyBytes_AS_STRING(chunk);
-            size = PyBytes_GET_SIZE(chunk);
-        } else if (PyByteArray_CheckExact(chunk)) {
-            text = PyByteArray_AS_STRING(chunk);
-            size = PyByteArray_GET_SIZE(chunk);
-        } else {
-            break;
-        }
+    PyObject *routed = args[3], *lines = args[4];
+    const char *buffer = PyByteArray_AS_STRING(args[0]);
+    Py_ssize_t end = PyByteArray_GET_SIZE(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (pos < 0) pos = 0;
+    for (Py_ssize_t taken = 0; taken < limit && pos <= end - 4; taken++) {
+        const unsigned char *head = (const unsigned char *)buffer + pos;
+        int32_t size = (int32_t)(((uint32_t)head[0] << 24) | ((uint32_t)head[1] << 16) |
+                                 ((uint32_t)head[2] << 8) | head[3]);
+        if (size < 0 || size > end - pos - 4) break;
+        const char *text = buffer + pos + 4;
         Py_ssize_t spaces[4];
         int count = 0, usual = 1;
         for (Py_ssize_t i = 0; i < size && usual; i++) {
@@ -150,15 +150,16 @@ static PyObject *extend_routed_lines(PyObject *self, PyObject *const *args, Py_s
         Py_XDECREF(row);
         Py_DECREF(line);
         if (failed) return NULL;
+        pos += 4 + (Py_ssize_t)size;
     }
-    return PyLong_FromSsize_t(index);
+    return PyLong_FromSsize_t(pos);
 }
 
 static PyMethodDef methods[] = {
     {"extend_routed_json", (PyCFunction)(void (*)(void))extend_routed_json, METH_FASTCALL,
      "extend_routed_json(entries, start, routed) -> index of the first entry not taken"},
-    {"extend_routed_lines", (PyCFunction)(void (*)(void))extend_routed_lines, METH_FASTCALL,
-     "extend_routed_lines(chunks, start, routed, lines) -> index of the first chunk not taken"},
+    {"extend_routed_buffer", (PyCFunction)(void (*)(void))extend_routed_buffer, METH_FASTCALL,
+     "extend_routed_buffer(buffer, pos, limit, routed, lines) -> position after the lines taken"},
     {NULL, NULL, 0, NULL},
 };
 

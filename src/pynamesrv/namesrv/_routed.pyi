@@ -4,9 +4,10 @@ from typing import Any
 def extend_routed_json(
     entries: list[Any], start: int, routed: list[tuple[str, int, int, int, int]], /
 ) -> int: ...
-def extend_routed_lines(
-    chunks: list[bytes | bytearray],
-    start: int,
+def extend_routed_buffer(
+    buffer: bytearray,
+    pos: int,
+    limit: int,
     routed: list[tuple[str, int, int, int, int]],
     lines: list[str],
     /,

@@ -549,28 +549,38 @@ def _extend_routed_json(entries: list[Any], start: int, routed: list[RoutedTopic
     return len(entries)
 
 
-def _extend_routed_lines(
-    chunks: list[bytes | bytearray], start: int, routed: list[RoutedTopic], lines: list[str]
+def _extend_routed_buffer(
+    buffer: bytearray, pos: int, limit: int, routed: list[RoutedTopic], lines: list[str]
 ) -> int:
-    """Append the row and the text of each compressed topic line from ``start`` on, the
-    general way (``_routed_line``, raising its errors), and return ``len(chunks)``. The
-    Python twin of ``_routed.c``'s loop, which takes only the usual lines and returns the
-    index of the first other one for the caller to take this way."""
-    for raw in chunks[start:]:
-        line = raw.decode()
+    """Take up to ``limit`` compressed topic lines, each a length-prefixed chunk complete in
+    ``buffer`` from ``pos`` on, the general way (``_routed_line``, raising its errors), into
+    ``routed`` and ``lines``; return the position after the last one taken. The one loop a
+    100,000-topic compressed registration runs per topic: the Python twin of ``_routed.c``'s,
+    which takes only the usual lines and leaves the first other one where it stops."""
+    end = len(buffer)
+    unpack = _INT32.unpack_from
+    taken = 0
+    while taken < limit and pos + 4 <= end:
+        (size,) = unpack(buffer, pos)
+        stop = pos + 4 + size
+        if size < 0 or stop > end:
+            break
+        line = buffer[pos + 4 : stop].decode()
         routed.append(_routed_line(line))
         lines.append(line)
-    return len(chunks)
+        pos = stop
+        taken += 1
+    return pos
 
 
 # The per-topic loops: compiled where setup.py could build _routed.c, else the twins above.
 _json_loop: Callable[[list[Any], int, list[RoutedTopic]], int] = _extend_routed_json
-_lines_loop: Callable[[list[bytes | bytearray], int, list[RoutedTopic], list[str]], int] = (
-    _extend_routed_lines
+_lines_loop: Callable[[bytearray, int, int, list[RoutedTopic], list[str]], int] = (
+    _extend_routed_buffer
 )
 if _compiled is not None:
     _json_loop = _compiled.extend_routed_json
-    _lines_loop = _compiled.extend_routed_lines
+    _lines_loop = _compiled.extend_routed_buffer
 
 
 # Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
@@ -647,25 +657,17 @@ class _InflatingReader:
         self.pos += size
         return out
 
-    def chunks(self, limit: int) -> list[bytes | bytearray]:
-        """Up to ``limit`` chunks (at least one): the next as ``chunk`` reads it, inflating as
-        needed, then those that follow it complete in what is already inflated. A compressed
-        registration is 100,000 such chunks; taken a piece at a time they cost one method call
-        per piece, not several per chunk. Whatever the loop does not take (a chunk cut by the
-        end of the piece, a bad size) is left to the next ``chunk``, with its errors."""
-        out: list[bytes | bytearray] = [self.chunk()]
-        buffer, pos, end = self._buffer, self.pos, len(self._buffer)
-        unpack = _INT32.unpack_from
-        append = out.append
-        while len(out) < limit and pos + 4 <= end:
-            (size,) = unpack(buffer, pos)
-            stop = pos + 4 + size
-            if size < 0 or stop > end:
-                break
-            append(buffer[pos + 4 : stop])
-            pos = stop
-        self.pos = pos
-        return out
+    def take_complete(
+        self,
+        loop: Callable[[bytearray, int, int, list[RoutedTopic], list[str]], int],
+        limit: int,
+        routed: list[RoutedTopic],
+        lines: list[str],
+    ) -> None:
+        """Let ``loop`` take up to ``limit`` chunks from what is already inflated (it returns
+        where it stopped, and reading goes on from there): no inflating, so no error but its
+        own."""
+        self.pos = loop(self._buffer, self.pos, limit, routed, lines)
 
     @property
     def at_end(self) -> bool:
@@ -696,11 +698,11 @@ def _decode_compressed(
     routed: list[RoutedTopic] = []
     next_yield = INFLATE_STEP
     while len(lines) < count:
-        chunks = reader.chunks(count - len(lines))
-        index = _lines_loop(chunks, 0, routed, lines)
-        while index < len(chunks):  # a line the loop did not take: the general way
-            _extend_routed_lines([chunks[index]], 0, routed, lines)
-            index = _lines_loop(chunks, index + 1, routed, lines)
+        reader.take_complete(_lines_loop, count - len(lines), routed, lines)
+        if len(lines) < count:  # the next line is cut by the piece's end, or unusual
+            line = reader.chunk().decode()  # inflating on, with chunk's errors
+            routed.append(_routed_line(line))
+            lines.append(line)
         if reader.inflated >= next_yield:
             next_yield = reader.inflated + INFLATE_STEP
             yield
