@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 NODE_DIR := tests/peers/node
+C_SOURCES := src/pynamesrv/namesrv/_fastpath.c src/pynamesrv/namesrv/_routed.c
 
 CHROMIUM := /usr/bin/chromium
 
@@ -13,13 +14,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Stamp files make a second `make` skip installs until the package definition or the C fast
-# path changes (pip builds it; without a C compiler pynamesrv runs the Python twin).
-$(VENV)/.installed-run: pyproject.toml setup.py src/pynamesrv/namesrv/_fastpath.c | $(BIN)/python
+# Stamp files make a second `make` skip installs until the package definition or a C loop
+# changes (pip builds them; without a C compiler pynamesrv runs the Python twins).
+$(VENV)/.installed-run: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py src/pynamesrv/namesrv/_fastpath.c | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,peers,pipeline]'
 	touch $@
 

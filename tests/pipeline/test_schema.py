@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Union
 
 import pytest
@@ -50,7 +51,7 @@ def reads(spark_type: DataType, hint: Any) -> bool:
     origin = typing.get_origin(hint)
     if origin is list:
         return isinstance(spark_type, ArrayType) and reads(spark_type.elementType, args[0])
-    if origin is dict:
+    if origin in (dict, Mapping):  # a Mapping field is written as a JSON object too
         if isinstance(spark_type, StructType):  # a record: each read field has the value type
             return all(reads(f.dataType, args[1]) for f in spark_type.fields)
         return (

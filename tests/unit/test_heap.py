@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 from pynamesrv.namesrv.events import BrokerRegistered
 from pynamesrv.namesrv.heap import FREEZE_AFTER_TOPICS, HeapKeeper
@@ -32,3 +33,74 @@ def test_registrations_that_add_nothing_do_not_freeze() -> None:
     for _ in range(100):
         keeper.on_events([registered(0)])
     assert keeper.freezes == 0
+
+
+class _Cycle:
+    """Garbage only the cyclic collector can free: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _collections() -> tuple[list[int], object]:
+    """A list that gc.callbacks appends the generation of each collection to."""
+    seen: list[int] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    return seen, callback
+
+
+def test_a_burst_pauses_the_collector_and_restores_it() -> None:
+    keeper = HeapKeeper()
+    assert gc.isenabled()
+    with keeper.burst():
+        assert not gc.isenabled()
+        with keeper.burst(large=True):  # nested: leaves it off, collects nothing
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with keeper.burst(large=True):
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "a collector that was off stays off"
+    finally:
+        gc.enable()
+
+
+def test_a_freeze_inside_a_large_burst_does_not_walk_what_the_burst_built() -> None:
+    keeper = HeapKeeper()
+    seen, callback = _collections()
+    garbage = weakref.ref(_Cycle())  # cyclic garbage from before the burst
+    gc.callbacks.append(callback)
+    try:
+        with keeper.burst(large=True):
+            collected_at_start = list(seen)
+            tables = [{"q": object()} for _ in range(1000)]  # what the registration builds
+            frozen_before = gc.get_freeze_count()
+            keeper.freeze()
+            assert seen == collected_at_start, "no collection inside the burst"
+            assert gc.get_freeze_count() >= frozen_before + len(tables)
+    finally:
+        gc.callbacks.remove(callback)
+        gc.unfreeze()
+    assert collected_at_start == [1], "the young generations, before the burst began"
+    assert garbage() is None, "garbage from before the burst is collected, not frozen"
+
+
+def test_a_freeze_outside_a_large_burst_collects_the_young_generations_first() -> None:
+    keeper = HeapKeeper()
+    seen, callback = _collections()
+    gc.callbacks.append(callback)
+    try:
+        with keeper.burst():
+            garbage = weakref.ref(_Cycle())
+            keeper.freeze()
+    finally:
+        gc.callbacks.remove(callback)
+        gc.unfreeze()
+    assert seen == [1]
+    assert garbage() is None

@@ -124,6 +124,7 @@ class NamesrvController:
         # serve with admin writes open that the operator meant to close.
         self.access = AccessControl.from_config(self.config)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="namesrv-persist")
+        self.heap = HeapKeeper()
         self.processor = DefaultRequestProcessor(
             self.routes,
             self.kv,
@@ -134,6 +135,7 @@ class NamesrvController:
             clock_ms=clock_ms,
             max_inflated=4 * self.config.frame_max_length,
             access=self.access,
+            heap=self.heap,
         )
         self.route_fast_path = RouteQueryFastPath(
             self.routes,
@@ -168,7 +170,6 @@ class NamesrvController:
             EventLog(),
             self.notifier.on_events,
         ]
-        self.heap = HeapKeeper()
         self._listeners.append(self.heap.on_events)
         self.view = NamesrvView(self)
 

@@ -6,9 +6,12 @@ them to the log and the journal. Field names are the journal's contract: add, ne
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar
+
+from pynamesrv.namesrv.model import RoutedTopic
 
 
 @dataclass(slots=True)
@@ -30,6 +33,48 @@ def _field_names(event_type: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(event_type))
 
 
+class QueueConfigs(Mapping[str, dict[str, int]]):
+    """The queue data a registration set, by topic, as the journal writes it:
+    ``{topic: {"read", "write", "perm", "sys_flag"}}``.
+
+    Kept as the registration's routed rows (immutable tuples) and turned into dicts only when
+    read: a first registration of 100,000 topics would otherwise build 100,000 dicts on the
+    event loop that only the journal's writer thread needs. ``perm_mask`` is what the
+    registry applied to each row's perm (a prime slave's topics lose the write bit). A topic
+    listed twice takes the place of its first row and the values of its last, as a dict
+    filled row by row would."""
+
+    __slots__ = ("_as_dict", "_perm_mask", "_rows")
+
+    def __init__(self, rows: list[RoutedTopic], perm_mask: int = -1) -> None:
+        self._rows = rows
+        self._perm_mask = perm_mask
+        self._as_dict: dict[str, dict[str, int]] | None = None
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """The plain dict (built once; a race between two threads builds two equal ones)."""
+        built = self._as_dict
+        if built is None:
+            mask = self._perm_mask
+            built = self._as_dict = {
+                topic: {"read": read, "write": write, "perm": perm & mask, "sys_flag": sys_flag}
+                for topic, read, write, perm, sys_flag in self._rows
+            }
+        return built
+
+    def __getitem__(self, topic: str) -> dict[str, int]:
+        return self.as_dict()[topic]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def __repr__(self) -> str:
+        return f"QueueConfigs({self.as_dict()!r})"
+
+
 @dataclass(slots=True)
 class BrokerRegistered(Event):
     TYPE: ClassVar[str] = "broker_registered"
@@ -44,8 +89,9 @@ class BrokerRegistered(Event):
     topics_removed: list[str] = field(default_factory=list)
     topics_changed: list[str] = field(default_factory=list)
     topic_count: int = 0
-    # Queue data of the added and changed topics, so a reader can rebuild routes (routes-at).
-    topic_configs: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Queue data of the added and changed topics, so a reader can rebuild routes (routes-at):
+    # a dict, or from the registry the rows it applied (QueueConfigs, read as that dict).
+    topic_configs: Mapping[str, dict[str, int]] = field(default_factory=dict)
     # Static-topic mappings this registration set: {topic: TopicQueueMappingInfo as JSON}
     # (5.x updateStaticTopic); each names its group in ``bname``.
     topic_mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -54,6 +100,14 @@ class BrokerRegistered(Event):
     timeout_ms: int | None = None
     zone_name: str | None = None
     enable_acting_master: bool = False
+
+    def to_record(self) -> dict[str, Any]:
+        """``Event.to_record`` with the topic configs as the plain dict the journal holds."""
+        record = Event.to_record(self)
+        configs = self.topic_configs
+        if isinstance(configs, QueueConfigs):
+            record["topic_configs"] = configs.as_dict()
+        return record
 
 
 @dataclass(slots=True)

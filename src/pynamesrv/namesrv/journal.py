@@ -8,7 +8,11 @@ return: there is no second source of truth.
 Writes never block the event loop: ``record`` encodes the line and appends it to a list;
 a flusher hands the list to one worker thread at least once a second and at stop, so lines
 reach the files in the order they happened. A crash can tear only the last line of a file,
-which ``read_records`` (and the pipeline) skip.
+which ``read_records`` (and the pipeline) skip. A ``broker_registered`` line is the
+exception to encoding at once: it can carry 100,000 topic configs, so the event itself waits
+in the list (its time and sequence number taken) and the worker thread encodes it, after the
+registration has been answered. Events are never changed once emitted, so the line says what
+it would have said when recorded.
 
 Heartbeats: a ``broker_heartbeat`` that repeats what its hour file last said in full about
 the same broker (``cluster``, ``broker_addr``) is written compactly, without ``broker_name``,
@@ -40,7 +44,7 @@ from typing import Any, Final
 
 import orjson
 
-from pynamesrv.namesrv.events import Event
+from pynamesrv.namesrv.events import BrokerRegistered, Event
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,20 @@ def encode_line(ts: int, ns: str, seq: int, type_: str, fields: dict[str, Any]) 
     """One journal line: ``ts``, ``ns``, ``seq``, ``type`` first (readers find the type in a
     line's head without parsing it), then the event's fields."""
     return orjson.dumps({"ts": ts, "ns": ns, "seq": seq, "type": type_, **fields}) + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class UnencodedLine:
+    """A line whose encoding is left to the worker thread: the event and what the loop took
+    for it when it was recorded (``ts`` stays beside it in the pending list)."""
+
+    ns: str
+    seq: int
+    event: Event
+
+    def encode(self, ts: int) -> bytes:
+        payload = self.event.to_record()
+        return encode_line(ts, self.ns, self.seq, payload.pop("type"), payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +187,9 @@ class Journal:
         self.clock_ms = clock_ms
         self.retention_hours = retention_hours
         self.max_bytes = max_bytes
-        # (ts, full line, compact form of a heartbeat or None), in the order of recording
-        self._pending: list[tuple[int, bytes, CompactHeartbeat | None]] = []
+        # (ts, full line or one the worker encodes, compact form of a heartbeat or None), in
+        # the order of recording
+        self._pending: list[tuple[int, bytes | UnencodedLine, CompactHeartbeat | None]] = []
         self._oldest_pending_ms: int | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._archiver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-gzip")
@@ -199,8 +218,16 @@ class Journal:
         self._pending.append((ts, line, beat))
 
     def on_events(self, events: Iterable[Event]) -> None:
-        """The controller's listener: one line per event."""
+        """The controller's listener: one line per event (a registration's encoded later, by
+        the worker thread)."""
         for event in events:
+            if isinstance(event, BrokerRegistered):
+                ts = self.clock_ms()
+                self._seq += 1
+                if self._oldest_pending_ms is None:
+                    self._oldest_pending_ms = ts
+                self._pending.append((ts, UnencodedLine(self.instance, self._seq, event), None))
+                continue
             payload = event.to_record()
             self.record(payload.pop("type"), **payload)
 
@@ -245,11 +272,22 @@ class Journal:
             raise
         self.lines_written += len(batch)
 
-    def _write(self, batch: list[tuple[int, bytes, CompactHeartbeat | None]]) -> None:
-        """Worker thread: append lines to their hour files, one write per file per batch;
-        a heartbeat takes its compact form when its file already says the rest."""
+    def _write(
+        self, batch: list[tuple[int, bytes | UnencodedLine, CompactHeartbeat | None]]
+    ) -> None:
+        """Worker thread: encode the lines left to it, append lines to their hour files, one
+        write per file per batch; a heartbeat takes its compact form when its file already
+        says the rest."""
         by_hour: dict[int, list[tuple[bytes, CompactHeartbeat | None]]] = {}
-        for ts, line, beat in batch:
+        for ts, pending, beat in batch:
+            if isinstance(pending, bytes):
+                line = pending
+            else:
+                try:
+                    line = pending.encode(ts)
+                except (TypeError, ValueError):  # orjson's errors; a bug, not the disk's
+                    log.exception("journal: cannot encode %s, line skipped", pending.event.TYPE)
+                    continue
             hour = ts // HOUR_MS
             items = by_hour.get(hour)
             if items is None:

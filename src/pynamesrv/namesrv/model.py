@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -20,6 +20,11 @@ import orjson
 
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import Version
+
+try:  # the per-topic decode loops, compiled (setup.py builds them where a C compiler exists)
+    from pynamesrv.namesrv import _routed as _compiled
+except ImportError:  # pragma: no cover - a machine without a compiler
+    _compiled = None  # type: ignore[assignment]
 
 _INT32 = struct.Struct(">i")
 # Ceiling of a compressed body's inflated size when the caller gives none: four times the
@@ -279,15 +284,96 @@ class BrokerLiveInfo:
     body_digest: int | None = None
 
 
-@dataclass(slots=True)
+# What the route tables keep of one topic config, the fields of its QueueData but the group:
+# (topicName, readQueueNums, writeQueueNums, perm, topicSysFlag).
+RoutedTopic = tuple[str, int, int, int, int]
+
+
 class RegisterBrokerBody:
     """The decoded REGISTER_BROKER body: topic table, data version, filter servers, and the
-    static-topic mappings of 5.x brokers (by topic)."""
+    static-topic mappings of 5.x brokers (by topic).
 
-    data_version: DataVersion
-    topic_configs: list[TopicConfig]
-    filter_server_list: list[str] | None
-    mappings: dict[str, TopicQueueMappingInfo] = field(default_factory=dict)
+    The routes keep five fields of a topic config, so a decoded body holds those as one
+    tuple per topic (``routed``), checked as they are decoded, and builds the ``TopicConfig``
+    objects only when ``topic_configs`` is read (a re-encode, a test): a broker's 100,000
+    topics then cost 100,000 tuples, not as many objects too. A body made of ``TopicConfig``
+    objects (the broker's side) derives ``routed`` from them instead.
+    """
+
+    __slots__ = (
+        "_configs",
+        "_configs_source",
+        "_routed",
+        "data_version",
+        "filter_server_list",
+        "mappings",
+    )
+
+    def __init__(
+        self,
+        data_version: DataVersion,
+        topic_configs: list[TopicConfig],
+        filter_server_list: list[str] | None,
+        mappings: dict[str, TopicQueueMappingInfo] | None = None,
+    ) -> None:
+        self.data_version = data_version
+        self.filter_server_list = filter_server_list
+        self.mappings: dict[str, TopicQueueMappingInfo] = {} if mappings is None else mappings
+        self._configs: list[TopicConfig] | None = topic_configs
+        self._configs_source: Callable[[], list[TopicConfig]] | None = None
+        self._routed: list[RoutedTopic] | None = None
+
+    @classmethod
+    def _decoded(
+        cls,
+        data_version: DataVersion,
+        routed: list[RoutedTopic],
+        configs: Callable[[], list[TopicConfig]],
+        filter_server_list: list[str] | None,
+        mappings: dict[str, TopicQueueMappingInfo],
+    ) -> RegisterBrokerBody:
+        """A decoded body: its ``routed`` topics checked, ``configs`` building the full
+        topic configs from what the decode kept (it cannot fail: every check is done)."""
+        body = cls(data_version, [], filter_server_list, mappings)
+        body._configs, body._configs_source, body._routed = None, configs, routed
+        return body
+
+    @property
+    def topic_configs(self) -> list[TopicConfig]:
+        if self._configs is None:
+            assert self._configs_source is not None
+            self._configs = self._configs_source()
+            self._configs_source = None
+        return self._configs
+
+    @property
+    def routed(self) -> list[RoutedTopic]:
+        """Each topic as the routes keep it, in the body's order (duplicates included)."""
+        if self._routed is not None:
+            return self._routed
+        return [
+            (t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag)
+            for t in self.topic_configs
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RegisterBrokerBody):
+            return NotImplemented
+        return (
+            self.data_version == other.data_version
+            and self.topic_configs == other.topic_configs
+            and self.filter_server_list == other.filter_server_list
+            and self.mappings == other.mappings
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"RegisterBrokerBody(data_version={self.data_version!r}, "
+            f"topic_configs={self.topic_configs!r}, "
+            f"filter_server_list={self.filter_server_list!r}, mappings={self.mappings!r})"
+        )
 
     @classmethod
     def empty(cls) -> RegisterBrokerBody:
@@ -326,16 +412,20 @@ class RegisterBrokerBody:
         try:
             if version < Version.V3_0_11:
                 wrapper = fastjson.loads(body)
-                data_version, topics, mappings = _decode_wrapper(wrapper)
-                return cls(data_version, topics, None, mappings)
+                data_version, routed, configs, mappings = _decode_wrapper(wrapper)
+                return cls._decoded(data_version, routed, configs, None, mappings)
             if compressed:
                 return (yield from _decode_compressed(body, version, max_inflated))
             obj = fastjson.loads(body)
             if not isinstance(obj, dict):
                 raise BodyError("body is not an object")
-            data_version, topics, mappings = _decode_wrapper(obj.get("topicConfigSerializeWrapper"))
+            data_version, routed, configs, mappings = _decode_wrapper(
+                obj.get("topicConfigSerializeWrapper")
+            )
             servers = obj.get("filterServerList")
-            return cls(data_version, topics, [str(s) for s in servers or []], mappings)
+            return cls._decoded(
+                data_version, routed, configs, [str(s) for s in servers or []], mappings
+            )
         except BodyError:
             raise
         except (ValueError, TypeError, zlib.error, struct.error, RecursionError) as exc:
@@ -379,9 +469,16 @@ def _len_prefixed(data: bytes) -> bytes:
 
 def _decode_wrapper(
     wrapper: Any,
-) -> tuple[DataVersion, list[TopicConfig], dict[str, TopicQueueMappingInfo]]:
+) -> tuple[
+    DataVersion,
+    list[RoutedTopic],
+    Callable[[], list[TopicConfig]],
+    dict[str, TopicQueueMappingInfo],
+]:
+    """A topicConfigSerializeWrapper: its version, routed topics, a builder of its full topic
+    configs, and its static-topic mappings."""
     if wrapper is None:
-        return DataVersion(), [], {}
+        return DataVersion(), [], list, {}
     if not isinstance(wrapper, dict):
         raise BodyError("topicConfigSerializeWrapper is not an object")
     raw_version = wrapper.get("dataVersion")
@@ -395,7 +492,95 @@ def _decode_wrapper(
     mappings = {
         str(topic): TopicQueueMappingInfo.from_json(info) for topic, info in raw_mappings.items()
     }
-    return data_version, [TopicConfig.from_json(v) for v in table.values()], mappings
+    entries = list(table.values())
+    routed = _routed_from_json(entries)
+    return data_version, routed, lambda: [TopicConfig.from_json(v) for v in entries], mappings
+
+
+def _routed_from_json(entries: list[Any]) -> list[RoutedTopic]:
+    """The routed fields of each topicConfigTable entry, checked as ``TopicConfig.from_json``
+    checks them: the usual entry (a string name, plain ints in range) by the per-topic loop
+    (``_json_loop``), any other through ``from_json`` itself (its conversions, its errors)."""
+    routed: list[RoutedTopic] = []
+    index = _json_loop(entries, 0, routed)
+    while index < len(entries):
+        config = TopicConfig.from_json(entries[index])
+        routed.append(
+            (
+                config.topic_name,
+                config.read_queue_nums,
+                config.write_queue_nums,
+                config.perm,
+                config.topic_sys_flag,
+            )
+        )
+        index = _json_loop(entries, index + 1, routed)
+    return routed
+
+
+def _extend_routed_json(entries: list[Any], start: int, routed: list[RoutedTopic]) -> int:
+    """Append the rows of the usual entries from ``start`` on; the index of the first entry
+    that is not one (``len(entries)`` when all are). The one loop a 100,000-topic JSON
+    registration runs per topic: the Python twin of ``_routed.c``'s, which stops at the same
+    entry."""
+    append = routed.append
+    for index in range(start, len(entries)):
+        obj = entries[index]
+        if type(obj) is not dict:
+            return index
+        name = obj.get("topicName")
+        read = obj.get("readQueueNums", 16)
+        write = obj.get("writeQueueNums", 16)
+        perm = obj.get("perm", 6)
+        sys_flag = obj.get("topicSysFlag", 0)
+        if not (
+            type(name) is str
+            and type(read) is int
+            and type(write) is int
+            and type(perm) is int
+            and type(sys_flag) is int
+            and -2147483648 <= read <= 2147483647
+            and -2147483648 <= write <= 2147483647
+            and -2147483648 <= perm <= 2147483647
+            and -2147483648 <= sys_flag <= 2147483647
+        ):
+            return index
+        append((name, read, write, perm, sys_flag))
+    return len(entries)
+
+
+def _extend_routed_buffer(
+    buffer: bytearray, pos: int, limit: int, routed: list[RoutedTopic], lines: list[str]
+) -> int:
+    """Take up to ``limit`` compressed topic lines, each a length-prefixed chunk complete in
+    ``buffer`` from ``pos`` on, the general way (``_routed_line``, raising its errors), into
+    ``routed`` and ``lines``; return the position after the last one taken. The one loop a
+    100,000-topic compressed registration runs per topic: the Python twin of ``_routed.c``'s,
+    which takes only the usual lines and leaves the first other one where it stops."""
+    end = len(buffer)
+    unpack = _INT32.unpack_from
+    taken = 0
+    while taken < limit and pos + 4 <= end:
+        (size,) = unpack(buffer, pos)
+        stop = pos + 4 + size
+        if size < 0 or stop > end:
+            break
+        line = buffer[pos + 4 : stop].decode()
+        routed.append(_routed_line(line))
+        lines.append(line)
+        pos = stop
+        taken += 1
+    return pos
+
+
+# The per-topic loops: compiled where setup.py could build _routed.c, else the twins above.
+_json_loop: Callable[[list[Any], int, list[RoutedTopic]], int] = _extend_routed_json
+_lines_loop: Callable[[bytearray, int, int, list[RoutedTopic], list[str]], int] = (
+    _extend_routed_buffer
+)
+if _compiled is not None:
+    _json_loop = _compiled.extend_routed_json
+    _lines_loop = _compiled.extend_routed_buffer
 
 
 # Inflated bytes decoded per step of a compressed body (see ``RegisterBrokerBody.decode_steps``).
@@ -472,6 +657,18 @@ class _InflatingReader:
         self.pos += size
         return out
 
+    def take_complete(
+        self,
+        loop: Callable[[bytearray, int, int, list[RoutedTopic], list[str]], int],
+        limit: int,
+        routed: list[RoutedTopic],
+        lines: list[str],
+    ) -> None:
+        """Let ``loop`` take up to ``limit`` chunks from what is already inflated (it returns
+        where it stopped, and reading goes on from there): no inflating, so no error but its
+        own."""
+        self.pos = loop(self._buffer, self.pos, limit, routed, lines)
+
     @property
     def at_end(self) -> bool:
         return not self._fill(1)
@@ -497,10 +694,15 @@ def _decode_compressed(
     max_topics = ceiling // _INFLATED_PER_FRAME_BYTE // _MIN_JSON_TOPIC_BYTES
     if count < 0 or count > max_topics:
         raise BodyError(f"topic count {count} outside [0, {max_topics}]")
-    topics: list[TopicConfig] = []
+    lines: list[str] = []
+    routed: list[RoutedTopic] = []
     next_yield = INFLATE_STEP
-    for _ in range(count):
-        topics.append(_decode_topic_line(reader.chunk().decode()))
+    while len(lines) < count:
+        reader.take_complete(_lines_loop, count - len(lines), routed, lines)
+        if len(lines) < count:  # the next line is cut by the piece's end, or unusual
+            line = reader.chunk().decode()  # inflating on, with chunk's errors
+            routed.append(_routed_line(line))
+            lines.append(line)
         if reader.inflated >= next_yield:
             next_yield = reader.inflated + INFLATE_STEP
             yield
@@ -517,7 +719,33 @@ def _decode_compressed(
             info = TopicQueueMappingInfo.from_json(fastjson.loads(reader.chunk()))
             mappings[info.topic or ""] = info
     reader.check_complete()
-    return RegisterBrokerBody(data_version, topics, [str(s) for s in servers], mappings)
+    return RegisterBrokerBody._decoded(
+        data_version,
+        routed,
+        lambda: [_decode_topic_line(line) for line in lines],
+        [str(s) for s in servers],
+        mappings,
+    )
+
+
+def _routed_line(line: str) -> RoutedTopic:
+    """The routed fields of a compressed topic line, checked as ``_decode_topic_line`` checks
+    them (numbers in range first inline, anything else through ``_as_int`` and its errors).
+    The line carries no sys flag: TopicConfig's default, 0."""
+    tokens = line.split(" ")
+    if len(tokens) != 5 or not tokens[4]:  # not the usual line: drop trailing spaces first
+        while tokens and tokens[-1] == "":
+            tokens.pop()
+        if len(tokens) < 5:
+            raise BodyError(f"bad topic config line {line!r}")
+    name, read, write, perm = tokens[0], tokens[1], tokens[2], tokens[3]
+    try:
+        numbers = (int(read), int(write), int(perm))
+    except ValueError:
+        numbers = None
+    if numbers is None or not (_JAVA_INT[0] <= min(numbers) and max(numbers) <= _JAVA_INT[1]):
+        numbers = (_as_int(read), _as_int(write), _as_int(perm))
+    return (name, numbers[0], numbers[1], numbers[2], 0)
 
 
 def _decode_topic_line(line: str) -> TopicConfig:

@@ -36,6 +36,7 @@ from pynamesrv.namesrv.config import (
 )
 from pynamesrv.namesrv.events import Event
 from pynamesrv.namesrv.fastpath import RouteAnswerTemplate
+from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvChange, KvConfigManager, KvRejected
 from pynamesrv.namesrv.model import (
     BodyError,
@@ -62,6 +63,11 @@ MEMBER_GROUP_REMARK: Final = "not set any response code"
 # Compressed registrations at least this large are inflated and decoded a step at a time with
 # the event loop answering other peers in between (a body can inflate a thousandfold).
 STEPWISE_BODY_MIN: Final = 64 * 1024
+# Registrations to decode with a body at least this large (some 400 topics in JSON, 1,000
+# compressed) collect the young generations before they start, so that a heap freeze they
+# trigger need not walk what they built (heap.HeapKeeper.burst).
+LARGE_BODY_MIN: Final = 64 * 1024
+LARGE_COMPRESSED_BODY_MIN: Final = 4 * 1024
 _JAVA_LONG: Final = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
 # What StringUtils.isBlank skips (Character.isWhitespace), ASCII and the Unicode spaces.
 _LONG_MIN: Final = -(2**63)
@@ -143,8 +149,12 @@ class DefaultRequestProcessor:
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         max_inflated: int = 4 * 16 * 1024 * 1024,
         access: AccessControl | None = None,
+        heap: HeapKeeper | None = None,
     ) -> None:
+        """``heap``: the server's heap keeper (the listener that freezes the tables), whose
+        bursts registrations run in; a keeper of its own when none is given."""
         self.routes = routes
+        self.heap = heap if heap is not None else HeapKeeper()
         self.kv = kv
         self.registry = registry
         self.on_events = on_events
@@ -336,7 +346,9 @@ class DefaultRequestProcessor:
             version=request.version,
             max_inflated=self.max_inflated,
         )
-        if compressed and len(body) >= STEPWISE_BODY_MIN and self.routes.needs_body(**registration):
+        large_min = LARGE_COMPRESSED_BODY_MIN if compressed else LARGE_BODY_MIN
+        large = len(body) >= large_min and self.routes.needs_body(**registration)
+        if compressed and len(body) >= STEPWISE_BODY_MIN and large:
             return self._register_stepwise(request, decode(), registration | details)
 
         def load_body() -> RegisterBrokerBody:
@@ -345,7 +357,7 @@ class DefaultRequestProcessor:
             except BodyError as exc:
                 raise _body_error(exc) from exc
 
-        return self._register(request, load_body, registration | details)
+        return self._register(request, load_body, registration | details, large=large)
 
     async def _register_stepwise(
         self,
@@ -357,7 +369,8 @@ class DefaultRequestProcessor:
         other peers in between, then register it like any other."""
         while True:
             try:
-                next(steps)
+                with self.heap.burst():
+                    next(steps)
             except StopIteration as done:
                 decoded: RegisterBrokerBody = done.value
                 break
@@ -366,14 +379,17 @@ class DefaultRequestProcessor:
             await asyncio.sleep(0)
         if not getattr(args["channel"], "is_open", True):
             return self._ok(request)  # the broker hung up meanwhile: nothing to keep
-        return self._register(request, lambda: decoded, args)
+        return self._register(request, lambda: decoded, args, large=True)
 
     def _register(
         self, request: RemotingCommand, load_body: Callable[[], RegisterBrokerBody],
-        args: dict[str, Any],
+        args: dict[str, Any], *, large: bool = False,
     ) -> RemotingCommand:  # fmt: skip
-        result = self.routes.register_broker(load_body=load_body, now_ms=self.clock_ms(), **args)
-        self._emit(result.events)
+        with self.heap.burst(large=large):  # a body of 100,000 topics: see heap.py
+            result = self.routes.register_broker(
+                load_body=load_body, now_ms=self.clock_ms(), **args
+            )
+            self._emit(result.events)
         ext: dict[str, str] = {}
         if result.master_addr is not None:
             ext["masterAddr"] = result.master_addr

@@ -23,6 +23,7 @@ from pynamesrv.namesrv.events import (
     Event,
     MinBrokerIdChanged,
     PermChanged,
+    QueueConfigs,
     RemovalReason,
     TopicRemoved,
 )
@@ -32,7 +33,7 @@ from pynamesrv.namesrv.model import (
     DataVersion,
     QueueData,
     RegisterBrokerBody,
-    TopicConfig,
+    RoutedTopic,
 )
 from pynamesrv.namesrv.routes.tables import (
     DEFAULT_BROKER_TIMEOUT_MS,
@@ -138,25 +139,28 @@ class RouteRegistry(TopicEdits):
         added: list[str] = []
         changed: list[str] = []
         dropped: list[str] = []
-        configs: dict[str, dict[str, int]] = {}
+        applied: list[RoutedTopic] = []
+        perm_mask = -1
         mapped: dict[str, dict[str, Any]] = {}
         extra_events: list[Event] = []
         broker_topics = self._topics_by_broker.setdefault(broker_name, set())
         if (broker_id == MASTER_ID or is_prime_slave) and body is not None:
             version_changed = live is None or live.data_version != data_version
             if delete_missing_topics and not body.mappings:
-                listed = {config.topic_name for config in body.topic_configs}
+                listed = {row[0] for row in body.routed}
                 dropped = sorted(broker_topics - listed)
                 extra_events += self._drop_topics_of(broker_name, dropped, "not_in_registration")
-            wipe_write = is_prime_slave and broker_data.enable_acting_master
+            if is_prime_slave and broker_data.enable_acting_master:
+                perm_mask = ~Perm.WRITE
             self._apply_topic_configs(
-                body.topic_configs,
+                body.routed,
                 broker_name,
                 take_all=register_first or version_changed,
-                perm_mask=~Perm.WRITE if wipe_write else -1,
-                broker_topics=broker_topics,
-                into=(added, changed, configs, touched),
+                perm_mask=perm_mask,
+                into=(added, changed, applied),
             )
+            broker_topics.update(added)
+            broker_topics.update(changed)
             if register_first or version_changed:
                 mapped = self._store_mappings(body.mappings)
                 touched.update(mapped)
@@ -188,7 +192,10 @@ class RouteRegistry(TopicEdits):
             addrs_changed |= before != self.filter_server_table.get(key)
 
         if addrs_changed:
-            touched |= broker_topics
+            touched |= broker_topics  # the added and changed topics are among them
+        else:
+            touched.update(added)
+            touched.update(changed)
         self._invalidate(touched)
 
         result = RegisterResult()
@@ -224,7 +231,7 @@ class RouteRegistry(TopicEdits):
                     topics_removed=dropped,
                     topics_changed=changed,
                     topic_count=len(broker_topics),
-                    topic_configs=configs,
+                    topic_configs=QueueConfigs(applied, perm_mask),
                     topic_mappings=mapped,
                     timeout_ms=timeout_ms,
                     zone_name=zone_name,
@@ -246,48 +253,51 @@ class RouteRegistry(TopicEdits):
 
     def _apply_topic_configs(
         self,
-        topic_configs: list[TopicConfig],
+        routed: list[RoutedTopic],
         broker_name: str,
         *,
         take_all: bool,
         perm_mask: int,
-        broker_topics: set[str],
-        into: tuple[list[str], list[str], dict[str, dict[str, int]], set[str]],
+        into: tuple[list[str], list[str], list[RoutedTopic]],
     ) -> None:
-        """A registration's topic configs into the topic table: the one loop a broker with
-        100,000 topics runs 100,000 times, so everything it calls is bound once. Unless
+        """A registration's topics into the topic table, appending to ``into`` the topics
+        added, those changed, and the rows applied. The one loop a broker with 100,000
+        topics runs 100,000 times, so everything it calls is bound once, and a topic new to
+        the table (every topic of a first registration) takes the shortest way. Unless
         ``take_all`` (a first registration or a new data version), only topics the group
         lacks are taken, as in Java."""
-        added, changed, configs, touched = into
+        added, changed, applied = into
         table = self.topic_queue_table
         table_get = table.get
-        add_topic = broker_topics.add
-        touch = touched.add
-        for config in topic_configs:
-            topic = config.topic_name
+        add, change, apply = added.append, changed.append, applied.append
+        for row in routed:
+            topic, read, write, perm, sys_flag = row
             queues = table_get(topic)
-            present = queues.get(broker_name) if queues is not None else None
-            if not take_all and present is not None:
-                continue
-            perm = config.perm & perm_mask
-            read, write, sys_flag = (
-                config.read_queue_nums,
-                config.write_queue_nums,
-                config.topic_sys_flag,
-            )
-            queue_data = QueueData(broker_name, read, write, perm, sys_flag)
-            if present is None:
-                added.append(topic)
-            elif present == queue_data:
-                continue
-            else:
-                changed.append(topic)
             if queues is None:
-                queues = table[topic] = {}
-            queues[broker_name] = queue_data
-            configs[topic] = {"read": read, "write": write, "perm": perm, "sys_flag": sys_flag}
-            add_topic(topic)
-            touch(topic)
+                perm &= perm_mask
+                table[topic] = {broker_name: QueueData(broker_name, read, write, perm, sys_flag)}
+                add(topic)
+                apply(row)
+                continue
+            present = queues.get(broker_name)
+            if present is not None:
+                if not take_all:
+                    continue
+                perm &= perm_mask
+                if (
+                    present.read_queue_nums == read
+                    and present.write_queue_nums == write
+                    and present.perm == perm
+                    and present.topic_sys_flag == sys_flag
+                    and present.broker_name == broker_name
+                ):
+                    continue  # QueueData equality, without building one
+                change(topic)
+            else:
+                perm &= perm_mask
+                add(topic)
+            queues[broker_name] = QueueData(broker_name, read, write, perm, sys_flag)
+            apply(row)
 
     def needs_body(
         self,
