@@ -2,8 +2,9 @@
 
 A Python generator costs its core more per request than the server under test costs its own,
 so at 30,000 req/s its own pauses show up as the server's p99. ``loadgen.c`` is one epoll
-loop in C instead (polling, in the open loop, so that no send is late). Without a compiler, ``build()`` returns None and the benchmarks fall
-back to their Python generators (and say so).
+loop in C instead (polling, in the open loop, so that no send is late). Without a compiler,
+``build()`` returns None and the benchmarks fall back to their Python generators (and say
+so).
 """
 
 from __future__ import annotations

@@ -517,11 +517,18 @@ def _print_row(label: str, name: str, r: dict) -> None:
 
 
 def _print_ratios(label: str, rows: dict[str, dict]) -> None:
+    """Ours against the constant-frame ceiling and the plain path; and the kernel floor: the
+    constant-frame server's kernel CPU per request (one read, one write, TCP over loopback)
+    bounds every server on this machine, in any language, to at most ``kernel cap`` req/s
+    per core, however little its own code costs."""
     ours, plain, ceiling = rows["pynamesrv"], rows["fast path off"], rows["constant-frame"]
+    kernel_us = ceiling["cpu_us"] * ceiling["kernel"]
+    cap = f"{1e6 / kernel_us:,.0f} req/s" if kernel_us else "n/a"
     print(
         f"{label:<26} {'ratios':<15} ceiling {ours['rps'] / ceiling['rps']:.0%}, "
         f"fast path gain {ours['rps'] / plain['rps'] - 1:+.0%} req/s, "
-        f"server CPU/req {ours['cpu_us']:.2f} vs {plain['cpu_us']:.2f} us without it"
+        f"server CPU/req {ours['cpu_us']:.2f} vs {plain['cpu_us']:.2f} us without it; "
+        f"kernel {kernel_us:.2f} us/req, kernel cap per core {cap}"
     )
 
 
