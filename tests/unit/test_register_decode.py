@@ -297,21 +297,26 @@ def test_compiled_lines_loop_takes_only_lines_the_general_way_reads_alike(
         assert not usual, f"the compiled loop left a usual line: {line!r}"
 
 
-@pytest.mark.parametrize("loops", ["compiled", "python"])
-@settings(max_examples=150, deadline=None)
-@given(lines=st.lists(_odd_lines, max_size=10))
-def test_compressed_decode_is_the_same_with_either_loop(loops: str, lines: list[str]) -> None:
-    raw = _compact(lines)
+def _decoded_with(loops: str, raw: bytes, *, compressed: bool) -> tuple[str, Any]:
+    """The outcome (``_outcome``) of decoding ``raw``: its routed rows and topic configs, with
+    the compiled loops or (``loops == "python"``) their Python twins."""
 
     def decoded() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
-        body = RegisterBrokerBody.decode(raw, compressed=True, version=401)
+        body = RegisterBrokerBody.decode(raw, compressed=compressed, version=401)
         return body.routed, body.topic_configs
 
     with pytest.MonkeyPatch.context() as patch:
         if loops == "python":
             for name, loop in PYTHON_LOOPS.items():
                 patch.setattr(model, name, loop)
-        got = _outcome(decoded)
+        return _outcome(decoded)
+
+
+@pytest.mark.parametrize("loops", ["compiled", "python"])
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_odd_lines, max_size=10))
+def test_compressed_decode_is_the_same_with_either_loop(loops: str, lines: list[str]) -> None:
+    got = _decoded_with(loops, _compact(lines), compressed=True)
 
     def reference() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
         configs = [model._decode_topic_line(line) for line in lines]
@@ -326,16 +331,7 @@ def test_compressed_decode_is_the_same_with_either_loop(loops: str, lines: list[
 def test_json_decode_is_the_same_with_either_loop(loops: str, entries: list[Any]) -> None:
     table = {str(i): entry for i, entry in enumerate(entries)}
     raw = orjson.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table}})
-
-    def decoded() -> tuple[list[tuple[str, int, int, int, int]], list[TopicConfig]]:
-        body = RegisterBrokerBody.decode(raw, compressed=False, version=401)
-        return body.routed, body.topic_configs
-
-    with pytest.MonkeyPatch.context() as patch:
-        if loops == "python":
-            for name, loop in PYTHON_LOOPS.items():
-                patch.setattr(model, name, loop)
-        got = _outcome(decoded)
+    got = _decoded_with(loops, raw, compressed=False)
     configs = _outcome(lambda: [TopicConfig.from_json(entry) for entry in table.values()])
     expected = configs if configs[0] == "error" else ("ok", (_routed_of(configs[1]), configs[1]))
     assert got == expected
