@@ -104,6 +104,16 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     attributes: dict[str, str] | None = None
 
+    def routed(self) -> RoutedTopic:
+        """The fields the route tables keep, as a decoded body's ``routed`` rows hold them."""
+        return (
+            self.topic_name,
+            self.read_queue_nums,
+            self.write_queue_nums,
+            self.perm,
+            self.topic_sys_flag,
+        )
+
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
         """One entry of a registration's topicConfigTable. A broker with 100,000 topics sends
@@ -351,10 +361,7 @@ class RegisterBrokerBody:
         """Each topic as the routes keep it, in the body's order (duplicates included)."""
         if self._routed is not None:
             return self._routed
-        return [
-            (t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag)
-            for t in self.topic_configs
-        ]
+        return [config.routed() for config in self.topic_configs]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RegisterBrokerBody):
@@ -504,16 +511,7 @@ def _routed_from_json(entries: list[Any]) -> list[RoutedTopic]:
     routed: list[RoutedTopic] = []
     index = _json_loop(entries, 0, routed)
     while index < len(entries):
-        config = TopicConfig.from_json(entries[index])
-        routed.append(
-            (
-                config.topic_name,
-                config.read_queue_nums,
-                config.write_queue_nums,
-                config.perm,
-                config.topic_sys_flag,
-            )
-        )
+        routed.append(TopicConfig.from_json(entries[index]).routed())
         index = _json_loop(entries, index + 1, routed)
     return routed
 
@@ -524,6 +522,7 @@ def _extend_routed_json(entries: list[Any], start: int, routed: list[RoutedTopic
     registration runs per topic: the Python twin of ``_routed.c``'s, which stops at the same
     entry."""
     append = routed.append
+    low, high = _JAVA_INT
     for index in range(start, len(entries)):
         obj = entries[index]
         if type(obj) is not dict:
@@ -539,10 +538,10 @@ def _extend_routed_json(entries: list[Any], start: int, routed: list[RoutedTopic
             and type(write) is int
             and type(perm) is int
             and type(sys_flag) is int
-            and -2147483648 <= read <= 2147483647
-            and -2147483648 <= write <= 2147483647
-            and -2147483648 <= perm <= 2147483647
-            and -2147483648 <= sys_flag <= 2147483647
+            and low <= read <= high
+            and low <= write <= high
+            and low <= perm <= high
+            and low <= sys_flag <= high
         ):
             return index
         append((name, read, write, perm, sys_flag))
