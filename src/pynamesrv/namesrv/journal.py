@@ -213,6 +213,12 @@ class Journal:
         beat = (
             compact_heartbeat(ts, self.instance, self._seq, fields) if type_ == HEARTBEAT else None
         )
+        self._enqueue(ts, line, beat)
+
+    def _enqueue(
+        self, ts: int, line: bytes | UnencodedLine, beat: CompactHeartbeat | None = None
+    ) -> None:
+        """Hand a line to the next flush, noting how long the oldest one waits (lag)."""
         if self._oldest_pending_ms is None:
             self._oldest_pending_ms = ts
         self._pending.append((ts, line, beat))
@@ -222,11 +228,8 @@ class Journal:
         the worker thread)."""
         for event in events:
             if isinstance(event, BrokerRegistered):
-                ts = self.clock_ms()
                 self._seq += 1
-                if self._oldest_pending_ms is None:
-                    self._oldest_pending_ms = ts
-                self._pending.append((ts, UnencodedLine(self.instance, self._seq, event), None))
+                self._enqueue(self.clock_ms(), UnencodedLine(self.instance, self._seq, event))
                 continue
             payload = event.to_record()
             self.record(payload.pop("type"), **payload)
