@@ -42,13 +42,18 @@ from pynamesrv.remoting.command import RemotingCommand
 from route_query import constant_server, free_port, start_server, wait_for_port
 
 
+def broker_addr(topics: int) -> str:
+    """The address of the bench broker with ``topics`` topics."""
+    return f"127.0.0.3:{10000 + topics % 1000}"
+
+
 def broker(topics: int, compressed: bool, name: str) -> BrokerClient:
     return BrokerClient(
         namesrv_addrs=[],
         cluster="BenchCluster",
         broker_name=name,
         broker_id=0,
-        broker_addr=f"127.0.0.3:{10000 + topics % 1000}",
+        broker_addr=broker_addr(topics),
         topics={
             f"BenchTopic{i:06d}": TopicConfig(f"BenchTopic{i:06d}", 8, 8, 6) for i in range(topics)
         },
@@ -67,7 +72,7 @@ def unregistration(topics: int, name: str) -> bytes:
         requests.unregister_broker(
             cluster=client.cluster,
             broker_name=name,
-            broker_addr=f"127.0.0.3:{10000 + topics % 1000}",
+            broker_addr=broker_addr(topics),
             broker_id=client.broker_id,
             version=client.version,
         )
