@@ -11,15 +11,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-HANGING_TEST = """
-import asyncio
-
-import pytest
+UVLOOP_CONFTEST = """
 import uvloop
 
 
 def pytest_asyncio_loop_factories(config, item):
     return {"uvloop": uvloop.new_event_loop}
+"""
+HANGING_TEST = """
+import asyncio
+
+import pytest
 
 
 @pytest.mark.timeout(2)
@@ -29,7 +31,7 @@ async def test_waits_forever():
 
 
 def test_a_hung_async_test_on_uvloop_is_stopped_by_the_timeout(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(HANGING_TEST.split("@pytest.mark")[0])
+    (tmp_path / "conftest.py").write_text(UVLOOP_CONFTEST)
     (tmp_path / "test_hang.py").write_text(HANGING_TEST)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
