@@ -7,7 +7,9 @@ session per master:
 
 1. full day: the reference, a bare ``spark.read.schema(JOURNAL_SCHEMA).json(files).count()``
    over every journal file, next to a first ``run_pipeline`` over the same files (parse,
-   ingest, six tables, report, publish) into an empty output;
+   ingest, six tables, report, publish) into an empty output; and the parse floor, the
+   journal parsed by the store's reader into a sink that writes nothing: what ingestion
+   alone cannot go below, whatever the rest of the job costs;
 2. incremental hour: an output published for all hours but the last complete one, then the
    hour's files appear and a second run brings it up to date; next to it, the bare count of
    those files alone.
@@ -130,6 +132,17 @@ def bare_scan(clock: JvmClock, spark: Any, files: list[Path]) -> tuple[int, Cost
     return clock.measure(lambda: reader.json([str(f) for f in files]).count())
 
 
+def parse_floor(clock: JvmClock, spark: Any, files: list[Path]) -> Cost:
+    """What ingestion cannot go below: the journal parsed by the store's reader, keeping the
+    fields a store row keeps, into a sink that writes nothing (no grouping, no write)."""
+    from pynamesrv.pipeline.compact import EVENT_FIELDS
+    from pynamesrv.pipeline.schema import CORRUPT
+    from pynamesrv.pipeline.store import parse
+
+    kept = parse(spark, [str(f) for f in files]).select("file", CORRUPT, *EVENT_FIELDS)
+    return clock.measure(lambda: kept.write.format("noop").mode("overwrite").save())[1]
+
+
 def cpu_text(cost: Cost) -> str:
     return "" if cost.cpu is None else f", {cost.cpu:.1f} s CPU"
 
@@ -170,12 +183,18 @@ def bench_master(
     # 1. full day
     count, bare = bare_scan(clock, spark, files)
     print(f"  bare scan: {count:,} lines in {bare.wall:.1f} s{cpu_text(bare)}")
+    floor = parse_floor(clock, spark, files)
+    print(
+        f"  parse floor (the fields the store keeps, no write): {floor.wall:.1f} s"
+        f"{cpu_text(floor)} = {floor.wall / bare.wall:.2f}x the bare scan"
+    )
     full_out = work / "full"
     shutil.rmtree(full_out, ignore_errors=True)
     print("  full day:")
     result, full = run(root, full_out)
     print(f"  full day: {full.wall:.1f} s{cpu_text(full)}")
     rows.append((master, "full day", full, bare, result.events))
+    rows.append((master, "  parse floor", floor, bare, count))
     if args.check:
         failed = check(spark, full_out, truth)
         print("  ground truth: " + ("all six tables equal" if not failed else f"DIFFER {failed}"))
@@ -263,6 +282,12 @@ def main() -> None:
     worst = max(r[2].wall / r[3].wall for r in full)
     verdict = "yes" if worst <= 2.5 else "NO"
     print(f"full day within 2.5x of the bare scan on every master: {verdict}")
+    floors = [r for r in rows if r[1].strip() == "parse floor"]
+    print(
+        "parsing alone, before any grouping or write, is "
+        + ", ".join(f"{r[2].wall / r[3].wall:.2f}x" for r in floors)
+        + " the bare scan (the count reads every token of a line but converts no value)"
+    )
 
 
 if __name__ == "__main__":

@@ -192,14 +192,7 @@ def ingest(
         return {}
     for file in files:
         fs.delete(partition_path(store, file))  # a file that yields no row leaves nothing old
-    parsed = (
-        spark.read.schema(PARSE_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json([f.path for f in files])
-        .withColumn("file", F.col("_metadata.file_path"))
-    )
-    rows = with_partitions(compact(parsed))
+    rows = with_partitions(compact(parse(spark, [f.path for f in files])))
     (
         rows.repartition(*PARTITIONS)
         .write.mode("overwrite")
@@ -208,6 +201,18 @@ def ingest(
         .parquet(store)
     )
     return file_stats(spark, store, files)
+
+
+def parse(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Journal lines as the store reads them: every journal field, the ``file`` each line came
+    from, and the text of a line Spark cannot parse (counted, never fatal)."""
+    return (
+        spark.read.schema(PARSE_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(list(paths))
+        .withColumn("file", F.col("_metadata.file_path"))
+    )
 
 
 def instance_dir(file_uri: Column) -> Column:
