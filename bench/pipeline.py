@@ -194,7 +194,7 @@ def bench_master(
     result, full = run(root, full_out)
     print(f"  full day: {full.wall:.1f} s{cpu_text(full)}")
     rows.append((master, "full day", full, bare, result.events))
-    rows.append((master, "  parse floor", floor, bare, count))
+    rows.append((master, "parse floor", floor, bare, count))
     if args.check:
         failed = check(spark, full_out, truth)
         print("  ground truth: " + ("all six tables equal" if not failed else f"DIFFER {failed}"))
@@ -282,7 +282,7 @@ def main() -> None:
     worst = max(r[2].wall / r[3].wall for r in full)
     verdict = "yes" if worst <= 2.5 else "NO"
     print(f"full day within 2.5x of the bare scan on every master: {verdict}")
-    floors = [r for r in rows if r[1].strip() == "parse floor"]
+    floors = [r for r in rows if r[1] == "parse floor"]
     print(
         "parsing alone, before any grouping or write, is "
         + ", ".join(f"{r[2].wall / r[3].wall:.2f}x" for r in floors)
