@@ -28,6 +28,12 @@ EVENT_TYPES = events.event_classes()
 @pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)
 def test_no_class_variable_leaks_into_any_record(event_type):
     names = [f.name for f in fields(event_type)]
-    event = event_type(*[None] * len(names))
+    event = event_type(*[1] * len(names))  # every field set: none is left out
     assert set(event.to_record()) == {"type", *names}
     assert event.to_record()["type"] == event_type.TYPE
+
+
+def test_route_queries_leaves_out_misses_other_when_none_missed_beyond_the_list():
+    record = events.RouteQueries(60_000, {"T": 1}, {}).to_record()
+    assert "misses_other" not in record
+    assert events.RouteQueries(60_000, {}, {}, misses_other=3).to_record()["misses_other"] == 3

@@ -306,6 +306,8 @@ class NamesrvController:
             config=self.registry.all_properties(),
             recovered=recovered,
         )
+        # Each recovered broker's session goes on from the start (docs/journal.md, Recovery).
+        self.journal.on_events(self.routes.recovered_events())
         self.record_snapshot()
         snapshot_s = self.config.journal_snapshot_interval_ms / 1000
         self._window_start_ms = now_ms()

@@ -100,6 +100,10 @@ class BrokerRegistered(Event):
     timeout_ms: int | None = None
     zone_name: str | None = None
     enable_acting_master: bool = False
+    # True when this registration replaced a provisional entry (a broker recovered from the
+    # journal at a warm restart registering again): ``first`` is false then, its session
+    # began at its ``broker_recovered`` line.
+    recovered: bool = False
 
     def to_record(self) -> dict[str, Any]:
         """``Event.to_record`` with the topic configs as the plain dict the journal holds."""
@@ -118,6 +122,23 @@ class BrokerHeartbeat(Event):
     broker_id: int
     broker_addr: str
     data_version: dict[str, int]
+
+
+@dataclass(slots=True)
+class BrokerRecovered(Event):
+    """A broker address a warm restart recovered from the journal: routed again from the
+    server's start, *provisional* (no connection) until it registers again (then a
+    ``broker_registered`` with ``recovered`` true) or its deadline passes (then a
+    ``broker_removed`` with reason ``expired``). One line per broker right after
+    ``server_started``, with the start's ``ts``."""
+
+    TYPE: ClassVar[str] = "broker_recovered"
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    last_heartbeat_ts: int
+    timeout_ms: int
 
 
 @dataclass(slots=True)
@@ -202,9 +223,62 @@ class ConfigChanged(Event):
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
 
+# ---------------------------------------------------------------- the controller's own lines
+
+
+@dataclass(slots=True)
+class ServerStarted(Event):
+    """The first line of each run; ``recovered`` is what a warm restart loaded (None: the
+    run started empty), and ``damaged`` what recovery had to skip (None: nothing)."""
+
+    TYPE: ClassVar[str] = "server_started"
+    version: str
+    config: dict[str, str]
+    recovered: dict[str, Any] | None = None
+    damaged: dict[str, int] | None = None
+
+
+@dataclass(slots=True)
+class ServerStopped(Event):
+    """The last line of a clean stop."""
+
+    TYPE: ClassVar[str] = "server_stopped"
+    version: str
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Snapshot(Event):
+    """The whole route state (``JournalReplay.snapshot``): a base any reader can start from."""
+
+    TYPE: ClassVar[str] = "snapshot"
+    brokers: list[dict[str, Any]]
+    topics: dict[str, list[dict[str, Any]]]
+    mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RouteQueries(Event):
+    """Route queries answered in [ts - window_ms, ts); ``misses_other`` only when more topics
+    missed than are listed."""
+
+    TYPE: ClassVar[str] = "route_queries"
+    window_ms: int
+    counts: dict[str, int]
+    misses: dict[str, int]
+    misses_other: int | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        record = Event.to_record(self)
+        if self.misses_other is None:
+            del record["misses_other"]
+        return record
+
+
 def event_classes() -> list[type[Event]]:
-    """Every journaled event class, in definition order: readers (the pipeline's Spark
-    schema) derive their type lists from it and test that they cover its fields."""
+    """Every journaled event class, in definition order: the one list of line types. The
+    journal's writer and readers, ``journal tail`` and the pipeline's Spark schema derive
+    theirs from it (and tests prove they cover its fields)."""
     return [
         cls
         for cls in globals().values()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pynamesrv.namesrv.events import BrokerRecovered
 from pynamesrv.namesrv.routes.tables import RouteTables
 from pynamesrv.remoting.codes import Perm, TopicSysFlag
 
@@ -124,6 +125,24 @@ class RouteQueries(RouteTables):
 
     def is_provisional(self, cluster: str, broker_addr: str) -> bool:
         return (cluster, broker_addr) in self._provisional
+
+    def recovered_events(self) -> list[BrokerRecovered]:
+        """One ``broker_recovered`` per provisional broker, in (cluster, address) order: what
+        a warm restart journals right after ``server_started``."""
+        events = []
+        for key in sorted(self._provisional):
+            live = self.broker_live_table[key]
+            events.append(
+                BrokerRecovered(
+                    cluster=key[0],
+                    broker_name=live.broker_name,
+                    broker_id=live.broker_id,
+                    broker_addr=key[1],
+                    last_heartbeat_ts=live.last_update_ms,
+                    timeout_ms=live.timeout_ms,
+                )
+            )
+        return events
 
     def next_expiry_ms(self) -> int | None:
         """A moment at or before the earliest expiry (never later): when to check next."""

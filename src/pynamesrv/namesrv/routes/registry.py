@@ -35,11 +35,7 @@ from pynamesrv.namesrv.model import (
     RegisterBrokerBody,
     RoutedTopic,
 )
-from pynamesrv.namesrv.routes.tables import (
-    DEFAULT_BROKER_TIMEOUT_MS,
-    RECOVERED,
-    LiveKey,
-)
+from pynamesrv.namesrv.routes.tables import RECOVERED, LiveKey, broker_timeout_ms
 from pynamesrv.namesrv.routes.topics import TopicEdits
 from pynamesrv.remoting.codes import MASTER_ID, Perm
 
@@ -168,8 +164,9 @@ class RouteRegistry(TopicEdits):
 
         if live is not None and live.channel is not channel:
             self._unlink_channel(live.channel, key)
+        was_provisional = key in self._provisional
         self._provisional.discard(key)
-        timeout_ms = heartbeat_timeout_ms or DEFAULT_BROKER_TIMEOUT_MS
+        timeout_ms = broker_timeout_ms(heartbeat_timeout_ms)
         self.broker_live_table[key] = BrokerLiveInfo(
             last_update_ms=now_ms,
             timeout_ms=timeout_ms,
@@ -208,6 +205,7 @@ class RouteRegistry(TopicEdits):
         first = live is None
         if (
             live is None
+            or was_provisional  # recovered at a warm restart: now connected again
             or added
             or changed
             or dropped
@@ -236,6 +234,7 @@ class RouteRegistry(TopicEdits):
                     timeout_ms=timeout_ms,
                     zone_name=zone_name,
                     enable_acting_master=broker_data.enable_acting_master,
+                    recovered=was_provisional,
                 )
             )
         else:

@@ -23,7 +23,7 @@ from pynamesrv.namesrv.model import (
     TopicQueueMappingInfo,
 )
 from pynamesrv.namesrv.routes.registry import RouteRegistry
-from pynamesrv.namesrv.routes.tables import DEFAULT_BROKER_TIMEOUT_MS, RECOVERED, queue_records
+from pynamesrv.namesrv.routes.tables import RECOVERED, broker_timeout_ms, queue_records
 
 
 class RecordError(ValueError):
@@ -148,7 +148,7 @@ class JournalReplay(RouteRegistry):
         its group as ``register_broker`` puts it there; returns the group name."""
         cluster, name = _field(entry, "cluster", str), _field(entry, "broker_name", str)
         addr, broker_id = _field(entry, "broker_addr", str), _field(entry, "broker_id", int)
-        timeout_ms = _optional(entry, "timeout_ms", int) or DEFAULT_BROKER_TIMEOUT_MS
+        timeout_ms = broker_timeout_ms(_optional(entry, "timeout_ms", int))
         raw_version = entry.get("data_version")
         data_version = DataVersion() if raw_version is None else DataVersion.from_json(raw_version)
         self.cluster_addr_table.setdefault(cluster, {})[name] = None

@@ -16,6 +16,20 @@ from pynamesrv.namesrv.routes.answers import RouteAnswers
 from pynamesrv.namesrv.routes.expiry import DeadlineQueue
 
 DEFAULT_BROKER_TIMEOUT_MS: Final = 120_000  # BROKER_CHANNEL_EXPIRED_TIME
+# The longest heartbeat timeout a broker may ask for (heartbeatTimeoutMillis). Java takes any
+# long, and Long.MAX overflows its deadline; a recovered broker would stay routed for ever.
+# Ten minutes is 60 times the 10 s that 5.x brokers send (brokerNotActiveTimeoutMillis).
+MAX_BROKER_TIMEOUT_MS: Final = 600_000
+
+
+def broker_timeout_ms(asked: int | None) -> int:
+    """The heartbeat timeout a registration (or a recovered journal line) gets: the default
+    when none (or 0) is asked, else the asked value within [1, MAX_BROKER_TIMEOUT_MS] (a
+    negative one expires at the next scan, as Java's deadline in the past does)."""
+    if not asked:
+        return DEFAULT_BROKER_TIMEOUT_MS
+    return min(max(asked, 1), MAX_BROKER_TIMEOUT_MS)
+
 
 LiveKey = tuple[str, str]  # (cluster, broker address): 5.x BrokerAddrInfo
 
