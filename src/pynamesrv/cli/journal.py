@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pynamesrv.cli.plain import one_line
+from pynamesrv.namesrv import events
 from pynamesrv.namesrv.journal import (
     COMPRESSED_SUFFIX,
     LINE_TYPES,
@@ -27,55 +28,79 @@ from pynamesrv.namesrv.journal import (
     read_records,
 )
 
-_STYLES = {
-    "broker_registered": "green",
-    "broker_removed": "red",
-    "topic_removed": "red",
-    "topic_queues_changed": "yellow",
-    "perm_changed": "yellow",
-    "kv_changed": "cyan",
-    "config_changed": "cyan",
-    "server_started": "bold",
-    "server_stopped": "bold",
+
+def _broker(record: dict[str, Any]) -> str:
+    """``cluster/name#id addr``; ``?`` for what a compact heartbeat without its full line
+    in the same file leaves unknown."""
+    name, broker_id = record.get("broker_name", "?"), record.get("broker_id", "?")
+    return f"{record.get('cluster')}/{name}#{broker_id} {record.get('broker_addr')}"
+
+
+def _registered(record: dict[str, Any]) -> str:
+    first = "first " if record.get("first") else "recovered " if record.get("recovered") else ""
+    return (
+        f"{first}{_broker(record)} topics={record.get('topic_count')} "
+        f"+{len(record.get('topics_added') or [])} ~{len(record.get('topics_changed') or [])}"
+    )
+
+
+def _queries(record: dict[str, Any]) -> str:
+    counts, misses = record.get("counts") or {}, record.get("misses") or {}
+    return f"{sum(counts.values())} hits on {len(counts)} topics, {sum(misses.values())} misses"
+
+
+def _queues(record: dict[str, Any]) -> str:
+    brokers = ",".join(str(q.get("broker_name")) for q in record.get("queues") or [])
+    return f"{record.get('topic')} reason={record.get('reason')} brokers={brokers}"
+
+
+def _started(record: dict[str, Any]) -> str:
+    recovered, damaged = record.get("recovered"), record.get("damaged")
+    text = f"version {record.get('version')}"
+    if isinstance(recovered, dict):
+        text += f", recovered {recovered.get('brokers')} brokers"
+    if damaged:
+        text += f", skipped damaged journal: {damaged}"
+    return text
+
+
+# One line of each event type, by (style, what it says). Every type of ``event_classes()``
+# has one (tests/e2e/test_journal.py proves it), so a new event cannot be shown blank.
+_SHOWN: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    events.BrokerRegistered.TYPE: ("green", _registered),
+    events.BrokerHeartbeat.TYPE: ("dim", _broker),
+    events.BrokerRecovered.TYPE: ("green", lambda r: f"{_broker(r)} provisional"),
+    events.BrokerRemoved.TYPE: ("red", lambda r: f"{_broker(r)} reason={r.get('reason')}"),
+    events.TopicRemoved.TYPE: ("red", lambda r: f"{r.get('topic')} reason={r.get('reason')}"),
+    events.TopicQueuesChanged.TYPE: ("yellow", _queues),
+    events.PermChanged.TYPE: (
+        "yellow",
+        lambda r: f"{r.get('broker_name')} {r.get('op')} topics={r.get('topic_count')}",
+    ),
+    events.MinBrokerIdChanged.TYPE: (
+        "yellow",
+        lambda r: (
+            f"{r.get('cluster')}/{r.get('broker_name')} min id {r.get('min_broker_id')} "
+            f"{r.get('min_broker_addr')}"
+        ),
+    ),
+    events.KvChanged.TYPE: ("cyan", lambda r: f"{r.get('op')} {r.get('namespace')}/{r.get('key')}"),
+    events.ConfigChanged.TYPE: ("cyan", lambda r: f"{r.get('key')}={r.get('value')}"),
+    events.ServerStarted.TYPE: ("bold", _started),
+    events.ServerStopped.TYPE: ("bold", lambda r: f"version {r.get('version')}"),
+    events.Snapshot.TYPE: (
+        "dim",
+        lambda r: f"{len(r.get('brokers') or [])} brokers, {len(r.get('topics') or {})} topics",
+    ),
+    events.RouteQueries.TYPE: ("dim", _queries),
 }
 
 
 def describe(record: dict[str, Any]) -> str:
-    """The interesting fields of one event, briefly."""
-    kind = record.get("type")
-    name, broker_id = record.get("broker_name", "?"), record.get("broker_id", "?")  # ?: a compact
-    broker = f"{name}#{broker_id} {record.get('broker_addr')}"  # heartbeat without its full one
-    if kind == "broker_registered":
-        first = "first " if record.get("first") else ""
-        return (
-            f"{first}{record.get('cluster')}/{broker} topics={record.get('topic_count')} "
-            f"+{len(record.get('topics_added') or [])} ~{len(record.get('topics_changed') or [])}"
-        )
-    if kind == "broker_heartbeat":
-        return f"{record.get('cluster')}/{broker}"
-    if kind == "broker_removed":
-        return f"{record.get('cluster')}/{broker} reason={record.get('reason')}"
-    if kind == "topic_removed":
-        return f"{record.get('topic')} reason={record.get('reason')}"
-    if kind == "topic_queues_changed":
-        brokers = ",".join(str(q.get("broker_name")) for q in record.get("queues") or [])
-        return f"{record.get('topic')} reason={record.get('reason')} brokers={brokers}"
-    if kind == "perm_changed":
-        return f"{record.get('broker_name')} {record.get('op')} topics={record.get('topic_count')}"
-    if kind == "kv_changed":
-        return f"{record.get('op')} {record.get('namespace')}/{record.get('key')}"
-    if kind == "config_changed":
-        return f"{record.get('key')}={record.get('value')}"
-    if kind == "route_queries":
-        counts, misses = record.get("counts") or {}, record.get("misses") or {}
-        return f"{sum(counts.values())} hits on {len(counts)} topics, {sum(misses.values())} misses"
-    if kind == "snapshot":
-        return (
-            f"{len(record.get('brokers') or [])} brokers, {len(record.get('topics') or {})} topics"
-        )
-    if kind in ("server_started", "server_stopped"):
-        return f"version {record.get('version')}"
-    return ""
+    """The interesting fields of one event, briefly ("" for a type this version does not
+    know: the journal may be newer)."""
+    shown = _SHOWN.get(str(record.get("type")))
+    return "" if shown is None else shown[1](record)
 
 
 def render(record: dict[str, Any]) -> Text:
@@ -87,7 +112,7 @@ def render(record: dict[str, Any]) -> Text:
     )
     kind = str(record.get("type"))
     line = Text(f"{when} {record.get('ns')} ")
-    line.append(f"{kind:<17}", style=_STYLES.get(kind, "dim"))
+    line.append(f"{kind:<17}", style=_SHOWN[kind][0] if kind in _SHOWN else "dim")
     line.append(" " + describe(record))
     caller = record.get("caller")
     if caller:  # an admin write: who made it (audit trail)

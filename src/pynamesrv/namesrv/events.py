@@ -1,17 +1,32 @@
-"""State-change events returned by the route registry, KV store and config (docs/journal.md).
+"""Every change of route state, and every other journal line, as an event defined once
+(docs/journal.md).
 
-The registry never logs or writes anything itself; it returns these, and the controller hands
-them to the log and the journal. Field names are the journal's contract: add, never rename.
+A request is handled in two steps: the registry *decides* (reads its tables, applies
+RocketMQ's rules) and returns these events, then *applies* each one, and that apply is the
+only code that writes the tables (``routes.changes``). The journal is the list of the same
+events, so a warm restart, ``routes-at`` and the synthetic-journal simulator apply the lines
+read back with ``from_record`` and get what the live server had. Readers derive their lists of
+line types and fields from ``event_classes()``. Field names are the journal's contract: add,
+never rename.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, Self
 
-from pynamesrv.namesrv.model import RoutedTopic
+from pynamesrv.namesrv.model import DataVersion, RoutedTopic
+
+# What a journal's integers may hold: Java longs (timestamps, ids, data versions) and ints
+# (queue numbers, perm, sys flag).
+_LONG: Final = (-(2**63), 2**63 - 1)
+_INT: Final = (-(2**31), 2**31 - 1)
+
+
+class RecordError(ValueError):
+    """A journal line without the shape docs/journal.md gives it (read, never trusted)."""
 
 
 @dataclass(slots=True)
@@ -25,6 +40,66 @@ class Event:
         for name in _field_names(type(self)):  # type: ignore[arg-type]  # classes hash by id
             record[name] = getattr(self, name)
         return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Self:
+        """The event a journal line holds, every field checked against its declared type
+        (and integers against Java's long): RecordError otherwise. An absent or null field
+        takes its default (older journals lack the fields added since); a field without a
+        default must be present unless its type allows null."""
+        values: dict[str, Any] = {}
+        for spec in _specs(cls):  # type: ignore[arg-type]  # classes hash by id
+            value = record.get(spec.name)
+            if value is None:
+                if spec.nullable:
+                    values[spec.name] = None
+                elif not spec.has_default:
+                    raise RecordError(f"{cls.TYPE}: {spec.name} is missing")
+                continue
+            if spec.kind is not object and (
+                type(value) is not spec.kind and not _is_kind(value, spec.kind)
+            ):
+                raise RecordError(f"{cls.TYPE}: {spec.name} is not {spec.kind.__name__}")
+            if spec.kind is int and not _LONG[0] <= value <= _LONG[1]:
+                raise RecordError(f"{cls.TYPE}: {spec.name} is out of range")
+            values[spec.name] = value
+        event = cls(**values)
+        event.check()
+        return event
+
+    def check(self) -> None:
+        """What ``from_record`` checks beyond each field's type (RecordError)."""
+
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    kind: type  # str, int, bool, dict, list or object (anything)
+    nullable: bool
+    has_default: bool
+
+
+_KINDS: Final = {"str": str, "int": int, "bool": bool, "dict": dict, "Mapping": dict, "list": list}
+
+
+@cache
+def _specs(event_type: type) -> tuple[_FieldSpec, ...]:
+    """The fields of an event class as ``from_record`` checks them, from their annotations
+    (strings under ``from __future__ import annotations``: ``str | None``, ``dict[str, int]``)."""
+    specs = []
+    for f in fields(event_type):
+        annotation = str(f.type)
+        nullable = annotation.endswith("| None")
+        base = annotation.removesuffix("| None").strip().split("[", 1)[0]
+        has_default = f.default is not MISSING or f.default_factory is not MISSING
+        specs.append(_FieldSpec(f.name, _KINDS.get(base, object), nullable, has_default))
+    return tuple(specs)
 
 
 @cache
@@ -74,6 +149,47 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
     def __repr__(self) -> str:
         return f"QueueConfigs({self.as_dict()!r})"
 
+    @property
+    def rows(self) -> list[RoutedTopic]:
+        return self._rows
+
+    @property
+    def perm_mask(self) -> int:
+        return self._perm_mask
+
+
+def queue_configs(configs: Mapping[str, Any]) -> QueueConfigs:
+    """A registration's ``topic_configs`` as routed rows: as the registry made them, or read
+    from a journal line (``{topic: {"read", "write", "perm", "sys_flag"}}``, each checked)."""
+    if isinstance(configs, QueueConfigs):
+        return configs
+    return QueueConfigs([queue_row(topic, entry) for topic, entry in configs.items()])
+
+
+def queue_row(topic: str, entry: Any) -> RoutedTopic:
+    """One queue entry of a journal line (``topic_configs``, ``queues``, snapshot topics):
+    read, write, perm and sys_flag (0 in journals older than it) must be Java ints."""
+    if type(entry) is not dict:
+        raise RecordError(f"queue data of {topic[:64]!r} is not an object")
+    read, write, perm = entry.get("read"), entry.get("write"), entry.get("perm")
+    flag = entry.get("sys_flag") or 0
+    for value in (read, write, perm, flag):
+        if type(value) is not int or not _INT[0] <= value <= _INT[1]:
+            raise RecordError(
+                f"queue data of {topic[:64]!r}: read, write, perm, sys_flag must be Java ints"
+            )
+    return (topic, read, write, perm, flag)  # type: ignore[return-value]  # checked above
+
+
+def data_version_of(record: Mapping[str, Any] | None) -> DataVersion:
+    """A journal's ``data_version`` object (absent: the zero version), checked."""
+    if record is None:
+        return DataVersion()
+    try:
+        return DataVersion.from_json(record)
+    except ValueError as exc:
+        raise RecordError(f"data_version: {exc}") from None
+
 
 @dataclass(slots=True)
 class BrokerRegistered(Event):
@@ -105,6 +221,16 @@ class BrokerRegistered(Event):
     # began at its ``broker_recovered`` line.
     recovered: bool = False
 
+    def check(self) -> None:
+        data_version_of(self.data_version)
+        self.topic_configs = queue_configs(self.topic_configs)
+        for name in ("topics_added", "topics_removed", "topics_changed"):
+            if not all(type(topic) is str for topic in getattr(self, name)):
+                raise RecordError(f"{self.TYPE}: {name} holds a non-string")
+        for mapping in self.topic_mappings.values():
+            if type(mapping) is not dict:
+                raise RecordError(f"{self.TYPE}: a topic mapping is not an object")
+
     def to_record(self) -> dict[str, Any]:
         """``Event.to_record`` with the topic configs as the plain dict the journal holds."""
         record = Event.to_record(self)
@@ -117,11 +243,25 @@ class BrokerRegistered(Event):
 @dataclass(slots=True)
 class BrokerHeartbeat(Event):
     TYPE: ClassVar[str] = "broker_heartbeat"
+    # What a compact line keeps besides ts/ns/seq/type (docs/journal.md): the liveness key.
+    KEY: ClassVar[tuple[str, str]] = ("cluster", "broker_addr")
     cluster: str
     broker_name: str
     broker_id: int
     broker_addr: str
     data_version: dict[str, int]
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Self:
+        """A full line, or a compact one read as it stands (without its file's full line):
+        the liveness key is all that applying a heartbeat reads."""
+        if record.get("broker_name") is None:
+            record = {**record, **_COMPACT_FILL}
+        return super(BrokerHeartbeat, cls).from_record(record)
+
+
+# What a compact heartbeat leaves out, as ``from_record`` fills it in when read alone.
+_COMPACT_FILL: Final = {"broker_name": "", "broker_id": -1, "data_version": {}}
 
 
 @dataclass(slots=True)
@@ -175,10 +315,18 @@ class TopicQueuesChanged(Event):
     caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
+    def check(self) -> None:
+        for entry in self.queues:
+            if type(entry) is not dict or type(entry.get("broker_name")) is not str:
+                raise RecordError(f"{self.TYPE}: a queue entry has no broker_name")
+            queue_row(self.topic, entry)
+
 
 @dataclass(slots=True)
 class PermChanged(Event):
     TYPE: ClassVar[str] = "perm_changed"
+    WIPE: ClassVar[str] = "wipe"  # the write bit cleared on every topic of the group
+    ADD: ClassVar[str] = "add"  # perm set to read and write (6)
     broker_name: str
     op: str
     topic_count: int
@@ -186,6 +334,10 @@ class PermChanged(Event):
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
     # None: an admin command; "master_gone": the master of an acting-master group left
     reason: str | None = None
+
+    def check(self) -> None:
+        if self.op not in (self.WIPE, self.ADD):
+            raise RecordError(f"perm_changed: unknown op {self.op[:32]!r}")
 
 
 @dataclass(slots=True)

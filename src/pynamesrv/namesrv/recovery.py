@@ -31,27 +31,18 @@ from typing import Any, Final
 
 import orjson
 
+from pynamesrv.namesrv.events import ServerStarted, Snapshot
 from pynamesrv.namesrv.journal import complete_lines, journal_files
-from pynamesrv.namesrv.routes import RecordError, RouteInfoManager
+from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
 
 log = logging.getLogger("pynamesrv")
 
-SNAPSHOT: Final = "snapshot"
-STARTED: Final = "server_started"
-# The line types that change routes; every other type (route_queries, kv_changed,
-# config_changed, min_broker_id_changed, server_stopped, types added later) does not.
-REPLAYED: Final = frozenset(
-    {
-        SNAPSHOT,
-        STARTED,
-        "broker_registered",
-        "broker_heartbeat",
-        "broker_removed",
-        "topic_removed",
-        "topic_queues_changed",
-        "perm_changed",
-    }
-)
+SNAPSHOT: Final = Snapshot.TYPE
+STARTED: Final = ServerStarted.TYPE
+# The line types that change routes (derived from the events the registry applies); every
+# other type (route_queries, kv_changed, config_changed, server_stopped, …) does not.
+REPLAYED: Final = frozenset(REPLAYED_EVENTS)
 # Journal.record writes ``{"ts":…,"ns":…,"seq":…,"type":"…"`` first (ns is at most a
 # 128-character name or host:port), so a line's type is read from its head without parsing
 # the line: a snapshot of 100,000 topics is megabytes that only the last one needs parsing.
@@ -93,34 +84,16 @@ def replay(records: Iterable[Mapping[str, Any]], routes: RouteInfoManager) -> Re
         if kind not in REPLAYED:
             continue
         ts = record.get("ts")
-        if not isinstance(ts, int) or isinstance(ts, bool):
-            raise RecordError(f"{kind}: ts is not int")
         if kind == SNAPSHOT:
-            routes.restore_snapshot(record)
+            routes.apply_record(record)
             result = ReplayResult(snapshot_ts=ts, last_ts=ts)
             continue
-        if kind == STARTED:
-            if record.get("recovered") is None:
-                routes.reset()
+        event = routes.apply_record(record)
+        if isinstance(event, ServerStarted):
+            if event.recovered is None:
                 result = ReplayResult()
-            else:
-                routes.expire(ts)
-                if not routes.broker_live_table:
-                    routes.reset()
             result.last_ts = ts
             continue  # not a route change of its own: not counted
-        if kind == "broker_registered":
-            routes.apply_registered(record)
-        elif kind == "broker_heartbeat":
-            routes.apply_heartbeat(record)
-        elif kind == "broker_removed":
-            routes.apply_removed(record)
-        elif kind == "topic_removed":
-            routes.apply_topic_removed(record)
-        elif kind == "topic_queues_changed":
-            routes.apply_topic_queues(record)
-        else:
-            routes.apply_perm(record)
         result.events += 1
         result.last_ts = ts
     return result

@@ -8,14 +8,16 @@ below:
   state of their own: ``answers.RouteAnswers`` (route answers built and cached as encoded
   bytes, zone filtering) and ``expiry.DeadlineQueue`` (the heap of heartbeat deadlines);
 - ``queries``: the read API (route bodies, cluster info, topic lists, group facts);
-- ``topics``: topic-level edits (admin requests, a group losing topics);
-- ``registry``: brokers registering, heartbeating, leaving and expiring;
-- ``replay``: journal lines applied with the registry's rules (warm restart), and the
-  snapshot the journal takes.
+- ``changes``: ``apply``, one per event type: the only code that writes the tables;
+- ``topics``: topic-level edits (admin requests, a group losing topics), decided;
+- ``registry``: brokers registering, heartbeating, leaving and expiring, decided;
+- ``replay``: journal lines read back as events and applied (warm restart, time travel),
+  and the snapshot the journal takes.
 """
 
 from __future__ import annotations
 
+from pynamesrv.namesrv.events import RecordError
 from pynamesrv.namesrv.routes.answers import (
     ROUTE_CACHE_MAX,
     SYNC_BROKER_MEMBER_PREFIX,
@@ -24,9 +26,10 @@ from pynamesrv.namesrv.routes.answers import (
     filter_by_zone,
     zone_of,
 )
+from pynamesrv.namesrv.routes.changes import Link
 from pynamesrv.namesrv.routes.queries import RouteQueries
 from pynamesrv.namesrv.routes.registry import RegisterResult
-from pynamesrv.namesrv.routes.replay import JournalReplay, RecordError
+from pynamesrv.namesrv.routes.replay import JournalReplay
 from pynamesrv.namesrv.routes.tables import (
     DEFAULT_BROKER_TIMEOUT_MS,
     RECOVERED,
@@ -37,7 +40,8 @@ from pynamesrv.namesrv.routes.tables import (
 
 class RouteInfoManager(JournalReplay, RouteQueries):
     """The whole registry: the tables with every change (``JournalReplay`` on
-    ``RouteRegistry`` on ``TopicEdits``) and every read (``RouteQueries``) of them.
+    ``RouteRegistry`` on ``TopicEdits`` on ``RouteChanges``) and every read
+    (``RouteQueries``) of them.
 
     ``RouteInfoManager(java5=True, support_acting_master=False)``: with ``java5`` broker data
     in answers take 5.x's shape (``enableActingMaster``)."""
@@ -49,6 +53,7 @@ __all__ = [
     "ROUTE_CACHE_MAX",
     "SYNC_BROKER_MEMBER_PREFIX",
     "CachedRoute",
+    "Link",
     "LiveKey",
     "RecordError",
     "RegisterResult",

@@ -12,9 +12,9 @@ method docstrings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pynamesrv.namesrv.events import (
     BrokerHeartbeat,
@@ -28,16 +28,19 @@ from pynamesrv.namesrv.events import (
     TopicRemoved,
 )
 from pynamesrv.namesrv.model import (
-    BrokerData,
-    BrokerLiveInfo,
     DataVersion,
     QueueData,
     RegisterBrokerBody,
     RoutedTopic,
+    TopicQueueMappingInfo,
 )
+from pynamesrv.namesrv.routes.changes import Link, StagedTopics
 from pynamesrv.namesrv.routes.tables import RECOVERED, LiveKey, broker_timeout_ms
 from pynamesrv.namesrv.routes.topics import TopicEdits
 from pynamesrv.remoting.codes import MASTER_ID, Perm
+
+# The time given to ``apply`` for events that do not read it (removals, topic and perm edits).
+NO_TIME: Final = 0
 
 
 @dataclass(slots=True)
@@ -104,29 +107,21 @@ class RouteRegistry(TopicEdits):
         body = load_body() if need_body else None
         # No body only when a live entry sent the same bytes before (``needs_body``).
         data_version = body.data_version if body is not None else live.data_version  # type: ignore[union-attr]
+        acting = bool(enable_acting_master)
 
-        touched: set[str] = set()
-        self.cluster_addr_table.setdefault(cluster, {})[broker_name] = None
-        broker_data = self.broker_addr_table.get(broker_name)
-        register_first = broker_data is None
-        if broker_data is None:
-            broker_data = BrokerData(cluster=cluster, broker_name=broker_name)
-            self.broker_addr_table[broker_name] = broker_data
-        # Java sets both on every registration (a 4.9.4 broker sends neither: false / null).
-        addrs_changed = (
-            broker_data.enable_acting_master != bool(enable_acting_master)
-            or broker_data.zone_name != zone_name
-        )
-        broker_data.enable_acting_master = bool(enable_acting_master)
-        broker_data.zone_name = zone_name
-        addrs = broker_data.broker_addrs
+        # The group as this registration will leave it (``RouteChanges._join_group`` writes it).
+        group = self.broker_addr_table.get(broker_name)
+        addrs = dict(group.broker_addrs) if group is not None else {}
         prev_min_id = min(addrs) if addrs else MASTER_ID
+        addrs_changed = group is not None and (
+            group.enable_acting_master != acting or group.zone_name != zone_name
+        )
         for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
             del addrs[other_id]
             addrs_changed = True
         old_addr = addrs.get(broker_id)
         addrs[broker_id] = broker_addr
-        register_first |= not old_addr
+        register_first = group is None or not old_addr
         addrs_changed |= old_addr != broker_addr
         is_prime_slave = (
             enable_acting_master is not None and broker_id != MASTER_ID and broker_id == min(addrs)
@@ -138,71 +133,37 @@ class RouteRegistry(TopicEdits):
         applied: list[RoutedTopic] = []
         perm_mask = -1
         mapped: dict[str, dict[str, Any]] = {}
-        extra_events: list[Event] = []
-        broker_topics = self._topics_by_broker.setdefault(broker_name, set())
-        if (broker_id == MASTER_ID or is_prime_slave) and body is not None:
+        drops: list[Event] = []
+        broker_topics = self._topics_by_broker.get(broker_name, set())
+        staged: StagedTopics | None = None
+        took_topics = (broker_id == MASTER_ID or is_prime_slave) and body is not None
+        if took_topics:
+            assert body is not None
             version_changed = live is None or live.data_version != data_version
             if delete_missing_topics and not body.mappings:
                 listed = {row[0] for row in body.routed}
                 dropped = sorted(broker_topics - listed)
-                extra_events += self._drop_topics_of(broker_name, dropped, "not_in_registration")
-            if is_prime_slave and broker_data.enable_acting_master:
+                drops = self._decide_drop_topics(broker_name, dropped, "not_in_registration")
+            if is_prime_slave and acting:
                 perm_mask = ~Perm.WRITE
-            self._apply_topic_configs(
+            staged = self._diff_topic_configs(
                 body.routed,
                 broker_name,
                 take_all=register_first or version_changed,
                 perm_mask=perm_mask,
                 into=(added, changed, applied),
             )
-            broker_topics.update(added)
-            broker_topics.update(changed)
             if register_first or version_changed:
-                mapped = self._store_mappings(body.mappings)
-                touched.update(mapped)
-            self._pruned_brokers.discard(broker_name)
+                mapped = self._changed_mappings(body.mappings)
 
-        if live is not None and live.channel is not channel:
-            self._unlink_channel(live.channel, key)
-        was_provisional = key in self._provisional
-        self._provisional.discard(key)
+        filters = None if body is None else body.filter_server_list
+        link = Link(channel, body_digest, filters, took_topics, staged)
         timeout_ms = broker_timeout_ms(heartbeat_timeout_ms)
-        self.broker_live_table[key] = BrokerLiveInfo(
-            last_update_ms=now_ms,
-            timeout_ms=timeout_ms,
-            data_version=data_version,
-            channel=channel,
-            ha_server_addr=ha_server_addr,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            body_digest=body_digest if body_digest is not None else None,
-        )
-        self._live_by_channel.setdefault(channel, set()).add(key)
-        self.deadlines.schedule(key, now_ms + timeout_ms)
-
-        if body is not None and body.filter_server_list is not None:
-            before = self.filter_server_table.get(key)
-            if body.filter_server_list:
-                self.filter_server_table[key] = list(body.filter_server_list)
-            else:
-                self.filter_server_table.pop(key, None)
-            addrs_changed |= before != self.filter_server_table.get(key)
-
-        if addrs_changed:
-            touched |= broker_topics  # the added and changed topics are among them
-        else:
-            touched.update(added)
-            touched.update(changed)
-        self._invalidate(touched)
-
+        was_provisional = key in self._provisional
+        filters_changed = link.filter_servers is not None and (
+            link.filter_servers or None
+        ) != self.filter_server_table.get(key)
         result = RegisterResult()
-        if broker_id != MASTER_ID:
-            master = addrs.get(MASTER_ID)
-            master_live = self.broker_live_table.get((cluster, master)) if master else None
-            if master_live is not None:
-                result.master_addr = master
-                result.ha_server_addr = master_live.ha_server_addr
-        first = live is None
         if (
             live is None
             or was_provisional  # recovered at a warm restart: now connected again
@@ -212,45 +173,54 @@ class RouteRegistry(TopicEdits):
             or mapped
             or live.data_version != data_version
             or addrs_changed
+            or filters_changed
             # what a warm restart must know to expire and answer as before
             or live.timeout_ms != timeout_ms
             or live.ha_server_addr != ha_server_addr
         ):
-            result.events.append(
-                BrokerRegistered(
-                    cluster=cluster,
-                    broker_name=broker_name,
-                    broker_id=broker_id,
-                    broker_addr=broker_addr,
-                    ha_addr=ha_server_addr,
-                    first=first,
-                    data_version=data_version.to_json(),
-                    topics_added=added,
-                    topics_removed=dropped,
-                    topics_changed=changed,
-                    topic_count=len(broker_topics),
-                    topic_configs=QueueConfigs(applied, perm_mask),
-                    topic_mappings=mapped,
-                    timeout_ms=timeout_ms,
-                    zone_name=zone_name,
-                    enable_acting_master=broker_data.enable_acting_master,
-                    recovered=was_provisional,
-                )
+            event: Event = BrokerRegistered(
+                cluster=cluster,
+                broker_name=broker_name,
+                broker_id=broker_id,
+                broker_addr=broker_addr,
+                ha_addr=ha_server_addr,
+                first=live is None,
+                data_version=data_version.to_json(),
+                topics_added=added,
+                topics_removed=dropped,
+                topics_changed=changed,
+                topic_count=len(broker_topics) + _new_to(broker_topics, added),
+                topic_configs=QueueConfigs(applied, perm_mask),
+                topic_mappings=mapped,
+                timeout_ms=timeout_ms,
+                zone_name=zone_name,
+                enable_acting_master=acting,
+                recovered=was_provisional,
             )
         else:
-            result.events.append(
-                BrokerHeartbeat(
-                    cluster, broker_name, broker_id, broker_addr, data_version.to_json()
-                )
+            event = BrokerHeartbeat(
+                cluster, broker_name, broker_id, broker_addr, data_version.to_json()
             )
-        result.events += extra_events
+        self.apply(event, now_ms, link)
+        result.events.append(event)
+        for drop in drops:
+            self.apply(drop, now_ms)
+        result.events += drops
+        if broker_id != MASTER_ID:
+            master = addrs.get(MASTER_ID)
+            master_live = self.broker_live_table.get((cluster, master)) if master else None
+            if master_live is not None:
+                result.master_addr = master
+                result.ha_server_addr = master_live.ha_server_addr
         if broker_id < prev_min_id:  # Java: a lower id than the group's lowest registered
             result.events.append(
-                _min_id_changed(broker_data, offline_addr=None, ha_addr=ha_server_addr)
+                _min_id_changed(
+                    cluster, broker_name, addrs, offline_addr=None, ha_addr=ha_server_addr
+                )
             )
         return result
 
-    def _apply_topic_configs(
+    def _diff_topic_configs(
         self,
         routed: list[RoutedTopic],
         broker_name: str,
@@ -258,27 +228,41 @@ class RouteRegistry(TopicEdits):
         take_all: bool,
         perm_mask: int,
         into: tuple[list[str], list[str], list[RoutedTopic]],
-    ) -> None:
-        """A registration's topics into the topic table, appending to ``into`` the topics
-        added, those changed, and the rows applied. The one loop a broker with 100,000
-        topics runs 100,000 times, so everything it calls is bound once, and a topic new to
-        the table (every topic of a first registration) takes the shortest way. Unless
-        ``take_all`` (a first registration or a new data version), only topics the group
-        lacks are taken, as in Java."""
+    ) -> StagedTopics:
+        """What a registration's topics change, appending to ``into`` the topics added, those
+        changed, and the rows to apply; returns the queue data staged for ``apply`` (the
+        table is only read). Unless ``take_all`` (a first registration or a new data
+        version), only topics the group lacks are taken, as in Java. A topic listed twice is
+        compared with what its first row staged, as a table filled row by row would be.
+
+        The loop a broker with 100,000 topics runs 100,000 times, so everything it calls is
+        bound once, and a topic new to the table (every topic of a first registration) takes
+        the shortest way: staged as the table's entry itself, which ``apply`` merges whole."""
         added, changed, applied = into
-        table = self.topic_queue_table
-        table_get = table.get
+        table_get = self.topic_queue_table.get
         add, change, apply = added.append, changed.append, applied.append
+        fresh: dict[str, dict[str, QueueData]] = {}  # topics new to the table
+        fresh_get = fresh.get
+        changes: dict[str, QueueData] = {}  # this group's queue data of the others
+        changes_get = changes.get
         for row in routed:
             topic, read, write, perm, sys_flag = row
             queues = table_get(topic)
             if queues is None:
-                perm &= perm_mask
-                table[topic] = {broker_name: QueueData(broker_name, read, write, perm, sys_flag)}
-                add(topic)
-                apply(row)
-                continue
-            present = queues.get(broker_name)
+                queues = fresh_get(topic)
+                if queues is None:
+                    perm &= perm_mask
+                    fresh[topic] = {
+                        broker_name: QueueData(broker_name, read, write, perm, sys_flag)
+                    }
+                    add(topic)
+                    apply(row)
+                    continue
+                present: QueueData | None = queues[broker_name]
+            else:
+                present = changes_get(topic) if changes else None
+                if present is None:
+                    present = queues.get(broker_name)
             if present is not None:
                 if not take_all:
                     continue
@@ -295,8 +279,23 @@ class RouteRegistry(TopicEdits):
             else:
                 perm &= perm_mask
                 add(topic)
-            queues[broker_name] = QueueData(broker_name, read, write, perm, sys_flag)
+            queue_data = QueueData(broker_name, read, write, perm, sys_flag)
+            if topic in fresh:
+                fresh[topic][broker_name] = queue_data
+            else:
+                changes[topic] = queue_data
             apply(row)
+        return StagedTopics(fresh, changes)
+
+    def _changed_mappings(self, mappings: dict[str, TopicQueueMappingInfo]) -> dict[str, Any]:
+        """The static-topic mappings of a registration that differ from those kept, as the
+        journal records them (a mapping without a group name is never kept, as in Java)."""
+        kept = self.topic_queue_mapping
+        return {
+            topic: info.to_record()
+            for topic, info in mappings.items()
+            if info.bname is not None and kept.get(topic, {}).get(info.bname) != info
+        }
 
     def needs_body(
         self,
@@ -346,24 +345,16 @@ class RouteRegistry(TopicEdits):
         changed (``MinBrokerIdChanged``) when the one that left held it.
         """
         key = (cluster, broker_addr)
-        live = self.broker_live_table.pop(key, None)
-        if live is not None:
-            self._unlink_channel(live.channel, key)
-            self._provisional.discard(key)
-        self.filter_server_table.pop(key, None)
-        events: list[Event] = []
-        broker_data = self.broker_addr_table.get(broker_name)
-        removed_addr = False
-        held_min_id = False
-        if broker_data is not None:
-            addrs = broker_data.broker_addrs
-            held_min_id = bool(addrs) and broker_id == min(addrs)
-            for stale_id in [i for i, a in addrs.items() if a == broker_addr]:
-                del addrs[stale_id]
-                removed_addr = True
-        if live is None and not removed_addr:
-            return events
-        events.append(
+        live = self.broker_live_table.get(key)
+        group = self.broker_addr_table.get(broker_name)
+        addrs = dict(group.broker_addrs) if group is not None else {}
+        held_min_id = bool(addrs) and broker_id == min(addrs)
+        left = {i: a for i, a in addrs.items() if a != broker_addr}
+        if live is None and len(left) == len(addrs):
+            # Not routed here; a filter-server entry of it is all there may be to forget.
+            self.filter_server_table.pop(key, None)
+            return []
+        events: list[Event] = [
             BrokerRemoved(
                 cluster=cluster,
                 broker_name=broker_name,
@@ -372,38 +363,35 @@ class RouteRegistry(TopicEdits):
                 reason=reason,
                 last_heartbeat_ts=live.last_update_ms if live is not None else None,
             )
-        )
+        ]
         topics = self._topics_by_broker.get(broker_name, set())
-        if broker_data is not None and not broker_data.broker_addrs:
-            del self.broker_addr_table[broker_name]
-            members = self.cluster_addr_table.get(broker_data.cluster)
-            if members is not None:
-                members.pop(broker_name, None)
-                if not members:
-                    del self.cluster_addr_table[broker_data.cluster]
+        if group is not None and not left:
+            table = self.topic_queue_table
             for topic in sorted(topics):
-                queues = self.topic_queue_table.get(topic)
-                if queues is None:
-                    continue
-                queues.pop(broker_name, None)
-                if not queues:
-                    del self.topic_queue_table[topic]
-                    self._drop_topic_mappings(topic)
+                queues = table.get(topic)
+                if queues is not None and queues.keys() <= {broker_name}:
                     events.append(TopicRemoved(topic=topic, reason="no_broker"))
-            self._topics_by_broker.pop(broker_name, None)
-            self._pruned_brokers.discard(broker_name)
-            self._drop_mappings(broker_name)
-        elif broker_data is not None and broker_data.enable_acting_master:
-            if min(broker_data.broker_addrs) != MASTER_ID:
-                wiped = self._wipe_write(broker_name, topics)
-                if wiped:
-                    events.append(
-                        PermChanged(broker_name, "wipe", len(topics), reason="master_gone")
-                    )
+        elif group is not None and group.enable_acting_master:
+            if min(left) != MASTER_ID and self._any_writable(broker_name, topics):
+                events.append(
+                    PermChanged(broker_name, PermChanged.WIPE, len(topics), reason="master_gone")
+                )
             if held_min_id:
-                events.append(_min_id_changed(broker_data, offline_addr=broker_addr, ha_addr=None))
-        self._invalidate(topics)
+                events.append(
+                    _min_id_changed(
+                        cluster, broker_name, left, offline_addr=broker_addr, ha_addr=None
+                    )
+                )
+        self.apply_all(events, NO_TIME)
         return events
+
+    def _any_writable(self, broker_name: str, topics: Iterable[str]) -> bool:
+        table = self.topic_queue_table
+        for topic in topics:
+            queue_data = table.get(topic, {}).get(broker_name)
+            if queue_data is not None and queue_data.perm & Perm.WRITE:
+                return True
+        return False
 
     def on_channel_closed(self, channel: object, reason: str) -> list[Event]:
         """A connection closed, failed or idled out: remove the brokers registered on it.
@@ -451,39 +439,46 @@ class RouteRegistry(TopicEdits):
         live = self.broker_live_table.get((cluster, broker_addr))
         if live is None:
             return True, None, []
-        live.last_update_ms = now_ms
-        event = BrokerHeartbeat(
-            cluster, live.broker_name, live.broker_id, broker_addr, live.data_version.to_json()
-        )
-        return live.data_version != data_version, live.data_version, [event]
+        events = self.broker_heartbeat(cluster, broker_addr, now_ms)
+        return live.data_version != data_version, live.data_version, events
 
     def broker_heartbeat(self, cluster: str, broker_addr: str, now_ms: int) -> list[Event]:
         """5.x BROKER_HEARTBEAT: refresh a live entry, if there is one."""
         live = self.broker_live_table.get((cluster, broker_addr))
         if live is None:
             return []
-        live.last_update_ms = now_ms
-        return [
-            BrokerHeartbeat(
-                cluster, live.broker_name, live.broker_id, broker_addr, live.data_version.to_json()
-            )
-        ]
+        event = BrokerHeartbeat(
+            cluster, live.broker_name, live.broker_id, broker_addr, live.data_version.to_json()
+        )
+        self.apply(event, now_ms)
+        return [event]
+
+
+def _new_to(members: set[str], topics: list[str]) -> int:
+    """How many of ``topics`` (distinct) are not in ``members``."""
+    if not members:
+        return len(topics)
+    return sum(1 for topic in topics if topic not in members)
 
 
 def _min_id_changed(
-    broker_data: BrokerData, offline_addr: str | None, ha_addr: str | None
+    cluster: str,
+    broker_name: str,
+    broker_addrs: dict[int, str],
+    offline_addr: str | None,
+    ha_addr: str | None,
 ) -> MinBrokerIdChanged:
     """What Java sends NOTIFY_MIN_BROKER_ID_CHANGE about, and to whom: every remaining broker
     when one left (or the group has one broker), else every broker but the new lowest."""
-    addrs = dict(sorted(broker_data.broker_addrs.items()))
+    addrs = dict(sorted(broker_addrs.items()))
     min_id = min(addrs)
     if offline_addr is not None or len(addrs) == 1:
         notify = list(addrs.values())
     else:
         notify = [addr for broker_id, addr in addrs.items() if broker_id != min_id]
     return MinBrokerIdChanged(
-        cluster=broker_data.cluster,
-        broker_name=broker_data.broker_name,
+        cluster=cluster,
+        broker_name=broker_name,
         min_broker_id=min_id,
         min_broker_addr=addrs[min_id],
         offline_broker_addr=offline_addr,
