@@ -44,7 +44,7 @@ from typing import Any, Final
 
 import orjson
 
-from pynamesrv.namesrv.events import BrokerRegistered, Event
+from pynamesrv.namesrv.events import BrokerRegistered, Event, event_classes
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +64,9 @@ HEARTBEAT: Final = "broker_heartbeat"
 # What a compact heartbeat keeps besides ts/ns/seq/type: the registry's liveness key, which is
 # all that recovery applies and what the pipeline groups a broker's lines by.
 HEARTBEAT_KEY: Final = ("cluster", "broker_addr")
-# Every line type the server writes (docs/journal.md, "Event types").
-LINE_TYPES: Final = (
-    "server_started",
-    "server_stopped",
-    "broker_registered",
-    HEARTBEAT,
-    "broker_removed",
-    "topic_removed",
-    "topic_queues_changed",
-    "perm_changed",
-    "min_broker_id_changed",
-    "kv_changed",
-    "config_changed",
-    "route_queries",
-    "snapshot",
-)
+# Every line type the server writes (docs/journal.md, "Event types"): every line is an event
+# class of ``namesrv.events``, the one list of them.
+LINE_TYPES: Final = tuple(cls.TYPE for cls in event_classes())
 
 COMPRESSED_SUFFIX = ".gz"
 DEFAULT_RETENTION_HOURS = 168
