@@ -30,17 +30,20 @@ events), further lines of that hour are dropped and counted rather than filling 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
 import logging
 import os
 import shutil
+import stat
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, ClassVar, Final
 
 import orjson
 
@@ -331,17 +334,38 @@ class Journal:
         self._enforce_retention(keep=keep, need=0)
 
     def _scan_directory(self) -> None:
-        """Worker thread at start: the files there, their sizes, leftovers of a crash."""
+        """Worker thread at start: the files there, their sizes, leftovers of a crash. Only
+        regular files count: a symlink, FIFO or device named like an hour file is left alone
+        (never opened, compressed or deleted: readers skip it too) and named in the log."""
         self._sizes.clear()
-        for path in self.directory.iterdir():
-            name = path.name
+        odd: list[str] = []
+        with os.scandir(self.directory) as entries:
+            names = {e.name: e for e in entries}
+        for name, entry in names.items():
+            try:
+                regular = entry.is_file(follow_symlinks=False)
+            except OSError:
+                regular = False
             if name.endswith(".tmp"):
-                path.unlink(missing_ok=True)  # an interrupted compression
-            elif name.startswith("events-") and name.endswith((".jsonl", ".jsonl.gz")):
-                if name.endswith(".jsonl") and (path.parent / (name + COMPRESSED_SUFFIX)).exists():
-                    path.unlink()  # compressed, then killed before the plain file was removed
+                if regular:
+                    Path(entry.path).unlink(missing_ok=True)  # an interrupted compression
+            elif _is_hour_file_name(name):
+                if not regular:
+                    odd.append(name)
                     continue
-                self._sizes[name] = path.stat().st_size
+                packed = names.get(name + COMPRESSED_SUFFIX)
+                if packed is not None and packed.is_file(follow_symlinks=False):
+                    Path(entry.path).unlink()  # compressed, then killed before the removal
+                    continue
+                self._sizes[name] = entry.stat(follow_symlinks=False).st_size
+        if odd:
+            log.warning(
+                "journal %s: %d entries named like hour files are not regular files and are "
+                "left alone (not read, not written): %s",
+                self.directory,
+                len(odd),
+                ", ".join(sorted(odd)[:5]),
+            )
         self._enforce_retention(keep=hour_file_name(self.clock_ms()), need=0)
 
     def _archive(self, name: str) -> None:
@@ -414,49 +438,249 @@ class Journal:
 
 def _open_for_append(path: Path) -> int:
     """Open an hour file for appending, first ending a torn last line (a crash or a failed
-    write left it) so that the next line is not glued to the fragment and lost with it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        os.write(fd, b"\n")
+    write left it) so that the next line is not glued to the fragment and lost with it. A
+    symlink or any other non-regular file in its place is refused (``OSError``): the journal
+    writes only its own regular files."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _NOT_FOLLOWED, 0o644)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 
-def journal_files(path: Path) -> list[Path]:
+_NOT_FOLLOWED: Final = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+# ---------------------------------------------------------------------------- reading
+
+# Longest line a reader takes (newline included). A snapshot of 100,000 topics is about
+# 10 MB; this leaves six times that. A longer line is skipped without being held whole.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+# A compressed hour is read up to this many times its compressed size, at least
+# MIN_INFLATED_LIMIT: journal lines compress 10-30 times, deflate at most ~1,000 times, so
+# only a gzip bomb (or a flood of near-identical junk) reaches it. What was read counts.
+MAX_INFLATION: Final = 256
+MIN_INFLATED_LIMIT: Final = 256 * 1024 * 1024
+_SKIP_CHUNK: Final = 1024 * 1024  # how much of an over-long line is read at a time
+_DAMAGE_EXAMPLES: Final = 5
+
+
+@dataclass(slots=True)
+class JournalDamage:
+    """What readers skipped, for a caller that wants to say so (once, not per line).
+
+    Pass one to ``journal_files``, ``complete_lines`` or ``read_records``; each adds to it.
+    ``files_skipped``: names of hour files that are not regular files (FIFOs, devices,
+    symlinks: never opened); ``files_unreadable``: files whose reading ended early (a
+    decompression or read error, a file that could not be opened, or a compressed hour past
+    its inflation bound) -- the lines read before count; ``lines_too_long``: lines longer
+    than ``MAX_LINE_BYTES``, skipped unread; ``lines_unparsable``: complete lines that are
+    not a JSON object (``read_records`` only). A torn last line is a crash's normal trace,
+    not damage. ``files`` holds the first few damaged paths, for a log line."""
+
+    files_skipped: int = 0
+    files_unreadable: int = 0
+    lines_too_long: int = 0
+    lines_unparsable: int = 0
+    files: list[str] = field(default_factory=list)
+
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "files_skipped",
+        "files_unreadable",
+        "lines_too_long",
+        "lines_unparsable",
+    )
+
+    def add(self, kind: str, n: int = 1, path: Path | str | None = None) -> None:
+        """Count ``n`` of ``kind`` (one of ``KINDS``; anything else is a ``ValueError``)."""
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown journal damage {kind!r}")
+        setattr(self, kind, getattr(self, kind) + n)
+        name = str(path) if path is not None else None
+        if name is not None and name not in self.files and len(self.files) < _DAMAGE_EXAMPLES:
+            self.files.append(name)
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, kind) for kind in self.KINDS)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def to_record(self) -> dict[str, int]:
+        """The non-zero counters, e.g. ``{"files_skipped": 1, "lines_too_long": 2}``."""
+        return {kind: count for kind in self.KINDS if (count := getattr(self, kind))}
+
+    def summary(self) -> str:
+        """One line for an operator: what was skipped, and where (the first few files)."""
+        if not self:
+            return "no damage"
+
+        def count(n: int, what: str) -> str:
+            return f"{n} {what}{'' if n == 1 else 's'}"
+
+        said = {
+            "files_skipped": lambda n: f"{count(n, 'file')} skipped (not a regular file)",
+            "files_unreadable": lambda n: f"{count(n, 'file')} read only up to damage",
+            "lines_too_long": lambda n: f"{count(n, 'line')} over {MAX_LINE_BYTES} bytes skipped",
+            "lines_unparsable": lambda n: f"{count(n, 'unparsable line')} skipped",
+        }
+        parts = [said[kind](n) for kind, n in self.to_record().items()]
+        where = f" (in {', '.join(self.files)})" if self.files else ""
+        return "; ".join(parts) + where
+
+
+def _count(damage: JournalDamage | None, kind: str, path: Path) -> None:
+    if damage is not None:
+        damage.add(kind, path=path)
+
+
+def _is_hour_file_name(name: str) -> bool:
+    return name.startswith("events-") and name.endswith((".jsonl", ".jsonl.gz"))
+
+
+def _hour_files_under(directory: Path, damage: JournalDamage | None) -> list[Path]:
+    """Regular files named like hour files under ``directory``, never following a symlink
+    (to a file or a directory): the journal is read only where it was written."""
+    found: list[Path] = []
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(Path(entry.path))
+                        elif _is_hour_file_name(entry.name):
+                            if entry.is_file(follow_symlinks=False):
+                                found.append(Path(entry.path))
+                            else:  # a symlink, FIFO, socket or device named like one
+                                _count(damage, "files_skipped", Path(entry.path))
+                    except OSError:
+                        _count(damage, "files_unreadable", Path(entry.path))
+        except OSError:
+            if current is not directory:
+                _count(damage, "files_unreadable", current)
+    return found
+
+
+def journal_files(path: Path, damage: JournalDamage | None = None) -> list[Path]:
     """The hour files under ``path`` (a file, an instance directory or the journal root),
     plain or compressed, in time order; an hour present in both forms (a compression that
-    was interrupted) is taken from the compressed file."""
-    if path.is_file():
+    was interrupted) is taken from the compressed file. Only regular files are listed:
+    symlinks (even to a regular file), FIFOs and devices named like hour files are skipped
+    and counted in ``damage``. ``path`` itself may be a symlink (the caller named it)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return []
+    if stat.S_ISREG(mode):
         return [path]
-    found = [*path.rglob("events-*.jsonl"), *path.rglob("events-*.jsonl.gz")]
+    if not stat.S_ISDIR(mode):
+        _count(damage, "files_skipped", path)
+        return []
+    found = _hour_files_under(path, damage)
     packed = {p for p in found if p.name.endswith(COMPRESSED_SUFFIX)}
     files = [p for p in found if p not in packed and p.with_name(p.name + ".gz") not in packed]
     files += packed
     return sorted(files, key=lambda p: (p.name.removesuffix(COMPRESSED_SUFFIX), str(p)))
 
 
-def complete_lines(file: Path) -> Iterator[bytes]:
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_regular(file: Path, damage: JournalDamage | None) -> BinaryIO | None:
+    """``file`` opened for reading when it is a regular file, else None (counted). Opened
+    without following a symlink and without blocking (a FIFO's open waits for a writer)."""
+    try:
+        fd = os.open(file, _OPEN_FLAGS)
+    except OSError as exc:
+        skipped = exc.errno in (errno.ELOOP, errno.ENXIO)  # a symlink; a socket
+        _count(damage, "files_skipped" if skipped else "files_unreadable", file)
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        _count(damage, "files_skipped", file)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def complete_lines(
+    file: Path, damage: JournalDamage | None = None, *, max_line: int | None = None
+) -> Iterator[bytes]:
     """An hour file's lines, plain or gzip-compressed, as written: a torn last line (a crash
-    mid-write) is skipped and a truncated archive yields what it holds, never fatal."""
-    opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
-    with opener(file, "rb") as handle:
+    mid-write) is skipped; a damaged file yields its lines up to the damage, never fatal.
+
+    Bounded: a line longer than ``max_line`` bytes is skipped, read in pieces and never held
+    whole; a compressed file is inflated to at most ``MAX_INFLATION`` times its size (at
+    least ``MIN_INFLATED_LIMIT``); a file that is not a regular file is not read. What was
+    skipped is counted in ``damage``. ``max_line`` defaults to ``MAX_LINE_BYTES``."""
+    if max_line is None:
+        max_line = MAX_LINE_BYTES
+    raw = _open_regular(file, damage)
+    if raw is None:
+        return
+    with raw:
+        handle: BinaryIO = raw
+        limit = None
+        if file.name.endswith(COMPRESSED_SUFFIX):
+            handle = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            limit = max(MIN_INFLATED_LIMIT, MAX_INFLATION * os.fstat(raw.fileno()).st_size)
+        read = 0
         try:
-            for raw in handle:
-                if raw.endswith(b"\n"):
-                    yield raw
-        except (EOFError, gzip.BadGzipFile):
-            return
+            while True:
+                line = handle.readline(max_line)
+                if not line:
+                    return
+                if limit is not None:
+                    read += len(line)
+                    if read > limit:
+                        _count(damage, "files_unreadable", file)
+                        return
+                if line.endswith(b"\n"):
+                    yield line
+                    continue
+                if len(line) < max_line:
+                    return  # the end of the file without a newline: a torn last line
+                _count(damage, "lines_too_long", file)
+                while line and not line.endswith(b"\n"):  # the rest of it, piece by piece
+                    line = handle.readline(_SKIP_CHUNK)
+                    if limit is not None:
+                        read += len(line)
+                        if read > limit:
+                            _count(damage, "files_unreadable", file)
+                            return
+        except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
+            _count(damage, "files_unreadable", file)
 
 
-def read_records(files: Iterable[Path], *, expand: bool = True) -> Iterator[dict[str, Any]]:
+def read_records(
+    files: Iterable[Path], *, expand: bool = True, damage: JournalDamage | None = None
+) -> Iterator[dict[str, Any]]:
     """Every well-formed line of ``complete_lines``. Compact heartbeats come in their full
-    form unless ``expand`` is false."""
+    form unless ``expand`` is false. Complete lines that are not a JSON object are skipped
+    (counted in ``damage`` as ``lines_unparsable``)."""
     for file in files:
         expander = HeartbeatExpander() if expand else None
-        for raw in complete_lines(file):
+        for raw in complete_lines(file, damage):
             try:
                 record = orjson.loads(raw)
             except orjson.JSONDecodeError:
+                _count(damage, "lines_unparsable", file)
                 continue
             if isinstance(record, dict):
                 yield record if expander is None else expander.expand(record)
+            else:
+                _count(damage, "lines_unparsable", file)
