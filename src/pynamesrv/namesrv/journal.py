@@ -30,21 +30,25 @@ events), further lines of that hour are dropped and counted rather than filling 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
 import logging
 import os
 import shutil
+import stat
 import time
+import zlib
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, ClassVar, Final
 
 import orjson
 
-from pynamesrv.namesrv.events import BrokerRegistered, Event
+from pynamesrv.namesrv.events import BrokerRegistered, Event, event_classes
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +68,9 @@ HEARTBEAT: Final = "broker_heartbeat"
 # What a compact heartbeat keeps besides ts/ns/seq/type: the registry's liveness key, which is
 # all that recovery applies and what the pipeline groups a broker's lines by.
 HEARTBEAT_KEY: Final = ("cluster", "broker_addr")
-# Every line type the server writes (docs/journal.md, "Event types").
-LINE_TYPES: Final = (
-    "server_started",
-    "server_stopped",
-    "broker_registered",
-    HEARTBEAT,
-    "broker_removed",
-    "topic_removed",
-    "topic_queues_changed",
-    "perm_changed",
-    "min_broker_id_changed",
-    "kv_changed",
-    "config_changed",
-    "route_queries",
-    "snapshot",
-)
+# Every line type the server writes (docs/journal.md, "Event types"): every line is an event
+# class of ``namesrv.events``, the one list of them.
+LINE_TYPES: Final = tuple(cls.TYPE for cls in event_classes())
 
 COMPRESSED_SUFFIX = ".gz"
 DEFAULT_RETENTION_HOURS = 168
@@ -170,6 +161,40 @@ class HeartbeatExpander:
         return record if full is None else {**full, **record}  # the full form's field order
 
 
+# Lines worth keeping over the pending cap (up to twice it): recovery and every reader start
+# from the newest snapshot, and a run's first and last lines say where it begins and ends.
+VALUABLE_TYPES: Final = frozenset({"server_started", "server_stopped", "snapshot"})
+# Why lines were not written (Journal.dropped, pynamesrv_journal_dropped_lines_total).
+DROPPED_SIZE_CAP: Final = "size_cap"  # the directory is at journalMaxBytes
+DROPPED_PENDING_CAP: Final = "pending_cap"  # journalMaxPendingBytes waiting (writes failing)
+DROPPED_UNENCODABLE: Final = "unencodable"  # a bug: an event orjson cannot encode
+DROPPED_AT_STOP: Final = "stopped"  # still unwritten when the journal stopped
+DROP_CAUSES: Final = (DROPPED_PENDING_CAP, DROPPED_SIZE_CAP, DROPPED_UNENCODABLE, DROPPED_AT_STOP)
+DEFAULT_MAX_PENDING_BYTES: Final = 256 * 1024 * 1024
+WARNING_INTERVAL_S: Final = 60.0  # at most one warning per cause this often
+
+
+def estimated_size(event: BrokerRegistered) -> int:
+    """Bytes an unencoded registration line will take, without encoding it (the loop must
+    not): its topic names appear about twice (listed, then in ``topic_configs``)."""
+    topics = len(event.topics_added) + len(event.topics_changed) + len(event.topics_removed)
+    sample = next(iter(event.topics_added or event.topics_changed or event.topics_removed), "")
+    return 1024 + topics * (2 * len(sample) + 80) + 1024 * len(event.topic_mappings)
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Encoded lines of one hour file waiting to be written (worker thread only), and how
+    many of their bytes reached the file: a failed write resumes right after them, so a line
+    is never written twice nor encoded again."""
+
+    name: str
+    data: bytes
+    lines: int
+    first_ts: int
+    written: int = 0
+
+
 class Journal:
     def __init__(
         self,
@@ -180,6 +205,7 @@ class Journal:
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         retention_hours: int = DEFAULT_RETENTION_HOURS,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> None:
         self.instance = instance
         self.directory = root / instance_dir_name(instance)
@@ -187,20 +213,41 @@ class Journal:
         self.clock_ms = clock_ms
         self.retention_hours = retention_hours
         self.max_bytes = max_bytes
+        self.max_pending_bytes = max_pending_bytes
         # (ts, full line or one the worker encodes, compact form of a heartbeat or None), in
-        # the order of recording
+        # the order of recording; not yet handed to the worker (event loop only)
         self._pending: list[tuple[int, bytes | UnencodedLine, CompactHeartbeat | None]] = []
+        self._pending_bytes = 0  # their size (registrations estimated)
+        self._handed_bytes = 0  # size of the batches the worker is taking right now
         self._oldest_pending_ms: int | None = None
+        # Encoded lines the worker took but could not write yet (a failed write), in order.
+        self._backlog: deque[_Chunk] = deque()
+        self._backlog_bytes = 0  # unwritten bytes of the backlog (worker writes, loop reads)
+        self._backlog_oldest_ms: int | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._archiver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-gzip")
         self._files: dict[str, int] = {}  # hour file name -> open descriptor (worker only)
-        self._heartbeats: dict[str, HeartbeatMemory] = {}  # per open file (worker only)
+        self._heartbeats: dict[str, HeartbeatMemory] = {}  # per hour file (worker only)
         self._sizes: dict[str, int] = {}  # size of each file in the directory (worker only)
-        self.dropped_lines = 0  # lines not written because the journal was over max_bytes
+        self.dropped: Counter[str] = Counter()  # lines not written, by cause (DROP_CAUSES)
+        self.write_errors = 0  # flushes that failed (the lines wait in the backlog)
         self._dropping = False
+        self._failing = False  # the last flush failed (warned; told when writes resume)
+        self._warned_at: dict[str, float] = {}  # cause -> monotonic time of its last warning
+        self._drops_warned = 0  # pending-cap drops already in a warning
         self._flusher: asyncio.Task[None] | None = None
         self.lines_written = 0
         self._seq = 0  # orders lines of equal ts; restarts with the process (readers: ns, ts, seq)
+
+    @property
+    def dropped_lines(self) -> int:
+        """Lines not written, every cause together."""
+        return sum(self.dropped.values())
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes recorded but not yet written (capped by ``max_pending_bytes``)."""
+        return self._pending_bytes + self._handed_bytes + self._backlog_bytes
 
     # ------------------------------------------------------------------ recording
 
@@ -208,20 +255,37 @@ class Journal:
         """Append one line ``{ts, ns, type, **fields}`` (buffered); ``ts`` defaults to now."""
         if ts is None:
             ts = self.clock_ms()
-        self._seq += 1
+        self._seq += 1  # a dropped line leaves a gap in seq
+        if self._over_cap(type_):
+            return
         line = encode_line(ts, self.instance, self._seq, type_, fields)
         beat = (
             compact_heartbeat(ts, self.instance, self._seq, fields) if type_ == HEARTBEAT else None
         )
-        self._enqueue(ts, line, beat)
+        self._enqueue(ts, line, beat, len(line))
+
+    def _over_cap(self, type_: str) -> bool:
+        """True (and counted) when a line of ``type_`` is dropped: ``max_pending_bytes`` are
+        waiting already (twice that for ``VALUABLE_TYPES``). The newest lines go: those
+        waiting keep their order and the heartbeat memory of their files stays true."""
+        limit = self.max_pending_bytes * (2 if type_ in VALUABLE_TYPES else 1)
+        if self.pending_bytes < limit:
+            return False
+        self.dropped[DROPPED_PENDING_CAP] += 1
+        return True
 
     def _enqueue(
-        self, ts: int, line: bytes | UnencodedLine, beat: CompactHeartbeat | None = None
+        self,
+        ts: int,
+        line: bytes | UnencodedLine,
+        beat: CompactHeartbeat | None = None,
+        size: int = 0,
     ) -> None:
         """Hand a line to the next flush, noting how long the oldest one waits (lag)."""
         if self._oldest_pending_ms is None:
             self._oldest_pending_ms = ts
         self._pending.append((ts, line, beat))
+        self._pending_bytes += size
 
     def on_events(self, events: Iterable[Event]) -> None:
         """The controller's listener: one line per event (a registration's encoded later, by
@@ -229,16 +293,19 @@ class Journal:
         for event in events:
             if isinstance(event, BrokerRegistered):
                 self._seq += 1
-                self._enqueue(self.clock_ms(), UnencodedLine(self.instance, self._seq, event))
+                if not self._over_cap(event.TYPE):
+                    line = UnencodedLine(self.instance, self._seq, event)
+                    self._enqueue(self.clock_ms(), line, size=estimated_size(event))
                 continue
             payload = event.to_record()
             self.record(payload.pop("type"), **payload)
 
     def lag_seconds(self) -> float:
-        """Age of the oldest line not yet handed to the files (0 when all are written)."""
-        if self._oldest_pending_ms is None:
+        """Age of the oldest line not yet written (0 when all are written)."""
+        oldest = [t for t in (self._oldest_pending_ms, self._backlog_oldest_ms) if t is not None]
+        if not oldest:
             return 0.0
-        return max(0.0, (self.clock_ms() - self._oldest_pending_ms) / 1000)
+        return max(0.0, (self.clock_ms() - min(oldest)) / 1000)
 
     # ------------------------------------------------------------------ flushing
 
@@ -257,31 +324,87 @@ class Journal:
             await asyncio.sleep(self.flush_interval_s)
             try:
                 await self.flush()
-            except OSError:
-                log.exception(
-                    "journal write to %s failed; lines kept for the next try", self.directory
-                )
+            except OSError as exc:
+                self._warn_failing(exc)
+            else:
+                if self._failing:
+                    self._failing = False
+                    log.warning("journal writes to %s resumed", self.directory)
+            self._warn_drops()
+
+    def _due(self, cause: str) -> bool:
+        """Whether a warning about ``cause`` may be logged now (one per interval)."""
+        now = time.monotonic()
+        last = self._warned_at.get(cause)
+        if last is not None and now - last < WARNING_INTERVAL_S:
+            return False
+        self._warned_at[cause] = now
+        return True
+
+    def _warn_failing(self, exc: OSError) -> None:
+        """A failed flush: one warning when writes start failing, then one per interval."""
+        self.write_errors += 1
+        first = not self._failing
+        self._failing = True
+        if first or self._due("write"):
+            if first:
+                self._warned_at["write"] = time.monotonic()
+            log.warning(
+                "journal write to %s failed (%s): %d bytes wait for the next try; over %d "
+                "(journalMaxPendingBytes) new lines are dropped",
+                self.directory,
+                exc.strerror or exc,
+                self.pending_bytes,
+                self.max_pending_bytes,
+            )
+
+    def _warn_drops(self) -> None:
+        """Lines dropped over the pending cap: one warning per interval, with the count."""
+        dropped = self.dropped[DROPPED_PENDING_CAP]
+        if dropped > self._drops_warned and self._due(DROPPED_PENDING_CAP):
+            log.warning(
+                "journal %s: %d lines dropped, %d bytes waiting to be written "
+                "(journalMaxPendingBytes=%d); %d dropped since the start",
+                self.directory,
+                dropped - self._drops_warned,
+                self.pending_bytes,
+                self.max_pending_bytes,
+                dropped,
+            )
+            self._drops_warned = dropped
 
     async def flush(self) -> None:
-        """Hand every buffered line to the worker and wait until it is written."""
-        if not self._pending:
+        """Hand every buffered line to the worker and wait until all lines are written.
+
+        ``OSError`` when a write failed: the lines stay with the worker, encoded, and the
+        next flush resumes after the last byte that reached the file (never writing a line
+        twice)."""
+        if not self._pending and not self._backlog:
             return
-        batch, self._pending, self._oldest_pending_ms = self._pending, [], None
+        batch, size = self._pending, self._pending_bytes
+        self._pending, self._pending_bytes, self._oldest_pending_ms = [], 0, None
+        self._handed_bytes += size
         try:
             await asyncio.get_running_loop().run_in_executor(self._writer, self._write, batch)
-        except OSError:
-            self._pending[:0] = batch
-            self._oldest_pending_ms = batch[0][0]
-            raise
-        self.lines_written += len(batch)
+        finally:
+            self._handed_bytes -= size
 
     def _write(
         self, batch: list[tuple[int, bytes | UnencodedLine, CompactHeartbeat | None]]
     ) -> None:
-        """Worker thread: encode the lines left to it, append lines to their hour files, one
-        write per file per batch; a heartbeat takes its compact form when its file already
-        says the rest."""
-        by_hour: dict[int, list[tuple[bytes, CompactHeartbeat | None]]] = {}
+        """Worker thread: take the batch into the backlog (encoded once), then write the
+        backlog in order."""
+        self._take(batch)
+        self._drain()
+
+    def _take(
+        self, batch: list[tuple[int, bytes | UnencodedLine, CompactHeartbeat | None]]
+    ) -> None:
+        """Worker thread: encode the lines left to it and join each hour's lines into one
+        chunk; a heartbeat takes its compact form when its file already says the rest (or
+        will: the chunks before it are written first). Over ``max_bytes`` the chunk is
+        dropped instead."""
+        by_hour: dict[int, list[tuple[int, bytes, CompactHeartbeat | None]]] = {}
         for ts, pending, beat in batch:
             if isinstance(pending, bytes):
                 line = pending
@@ -290,29 +413,25 @@ class Journal:
                     line = pending.encode(ts)
                 except (TypeError, ValueError):  # orjson's errors; a bug, not the disk's
                     log.exception("journal: cannot encode %s, line skipped", pending.event.TYPE)
+                    self.dropped[DROPPED_UNENCODABLE] += 1
                     continue
-            hour = ts // HOUR_MS
-            items = by_hour.get(hour)
-            if items is None:
-                items = by_hour[hour] = []
-            items.append((line, beat))
+            by_hour.setdefault(ts // HOUR_MS, []).append((ts, line, beat))
         for hour, items in by_hour.items():
             name = hour_file_name(hour * HOUR_MS)
-            fd = self._files.get(name)
-            if fd is None:
-                self._close_old_files(keep=name)
-                fd = self._files[name] = _open_for_append(self.directory / name)
-                self._sizes[name] = os.fstat(fd).st_size
-                self._heartbeats[name] = HeartbeatMemory()
-            memory = self._heartbeats[name]
+            for older in [n for n in self._heartbeats if n < name]:
+                del self._heartbeats[older]  # closed before this chunk: a reopening starts afresh
+            memory = self._heartbeats.get(name)
+            if memory is None:
+                memory = self._heartbeats[name] = HeartbeatMemory()
             lines = [
                 beat.line if beat is not None and memory.repeats(beat) else line
-                for line, beat in items
+                for _, line, beat in items
             ]
-            data = memoryview(b"".join(lines))
-            if sum(self._sizes.values()) + len(data) > self.max_bytes:
-                self._enforce_retention(keep=name, need=len(data))
-                if sum(self._sizes.values()) + len(data) > self.max_bytes:
+            data = b"".join(lines)
+            need = self._backlog_bytes + len(data)
+            if sum(self._sizes.values()) + need > self.max_bytes:
+                self._enforce_retention(keep=name, need=need)
+                if sum(self._sizes.values()) + need > self.max_bytes:
                     if not self._dropping:
                         log.warning(
                             "journal %s is over its size cap (%d bytes): dropping lines "
@@ -321,40 +440,89 @@ class Journal:
                             self.max_bytes,
                         )
                     self._dropping = True
-                    self.dropped_lines += len(lines)
+                    self.dropped[DROPPED_SIZE_CAP] += len(lines)
                     self._heartbeats[name] = HeartbeatMemory()  # it remembered dropped lines
                     continue
             self._dropping = False
-            try:
-                while data:
-                    written = os.write(fd, data)
-                    self._sizes[name] += written
-                    data = data[written:]
-            except OSError:
-                os.close(self._files.pop(name))  # reopened next time, ending the torn line first
-                del self._heartbeats[name]  # what reached the file is not known
-                raise
+            if not self._backlog:
+                self._backlog_oldest_ms = items[0][0]
+            self._backlog.append(_Chunk(name, data, len(lines), items[0][0]))
+            self._backlog_bytes += len(data)
+
+    def _drain(self) -> None:
+        """Worker thread: write the backlog in order; an ``OSError`` leaves the chunk being
+        written at the first byte that did not reach its file."""
+        backlog = self._backlog
+        while backlog:
+            chunk = backlog[0]
+            fd = self._files.get(chunk.name)
+            if fd is None:
+                self._close_old_files(keep=chunk.name)
+                fd = _open_for_append(self.directory / chunk.name)
+                self._files[chunk.name] = fd
+                self._sizes[chunk.name] = os.fstat(fd).st_size
+            data = memoryview(chunk.data)
+            while chunk.written < len(data):
+                written = os.write(fd, data[chunk.written :])
+                chunk.written += written
+                self._sizes[chunk.name] = self._sizes.get(chunk.name, 0) + written
+                self._backlog_bytes -= written
+            backlog.popleft()
+            self.lines_written += chunk.lines
+            self._backlog_oldest_ms = backlog[0].first_ts if backlog else None
+
+    def _drop_backlog(self, cause: str) -> int:
+        """Worker thread: forget every unwritten line (counted under ``cause``); a line
+        torn by the last failed write is ended by the next start."""
+        lost = sum(chunk.lines for chunk in self._backlog)
+        self.dropped[cause] += lost
+        self._backlog.clear()
+        self._backlog_bytes = 0
+        self._backlog_oldest_ms = None
+        self._heartbeats.clear()
+        return lost
 
     def _close_old_files(self, keep: str) -> None:
         """Close the hour files before ``keep`` and hand them to the archiver."""
         for name in [n for n in self._files if n < keep]:
             os.close(self._files.pop(name))
-            del self._heartbeats[name]
+            self._heartbeats.pop(name, None)
             self._archiver.submit(self._archive, name)
         self._enforce_retention(keep=keep, need=0)
 
     def _scan_directory(self) -> None:
-        """Worker thread at start: the files there, their sizes, leftovers of a crash."""
+        """Worker thread at start: the files there, their sizes, leftovers of a crash. Only
+        regular files count: a symlink, FIFO or device named like an hour file is left alone
+        (never opened, compressed or deleted: readers skip it too) and named in the log."""
         self._sizes.clear()
-        for path in self.directory.iterdir():
-            name = path.name
+        odd: list[str] = []
+        with os.scandir(self.directory) as entries:
+            names = {e.name: e for e in entries}
+        for name, entry in names.items():
+            try:
+                regular = entry.is_file(follow_symlinks=False)
+            except OSError:
+                regular = False
             if name.endswith(".tmp"):
-                path.unlink(missing_ok=True)  # an interrupted compression
-            elif name.startswith("events-") and name.endswith((".jsonl", ".jsonl.gz")):
-                if name.endswith(".jsonl") and (path.parent / (name + COMPRESSED_SUFFIX)).exists():
-                    path.unlink()  # compressed, then killed before the plain file was removed
+                if regular:
+                    Path(entry.path).unlink(missing_ok=True)  # an interrupted compression
+            elif _is_hour_file_name(name):
+                if not regular:
+                    odd.append(name)
                     continue
-                self._sizes[name] = path.stat().st_size
+                packed = names.get(name + COMPRESSED_SUFFIX)
+                if packed is not None and packed.is_file(follow_symlinks=False):
+                    Path(entry.path).unlink()  # compressed, then killed before the removal
+                    continue
+                self._sizes[name] = entry.stat(follow_symlinks=False).st_size
+        if odd:
+            log.warning(
+                "journal %s: %d entries named like hour files are not regular files and are "
+                "left alone (not read, not written): %s",
+                self.directory,
+                len(odd),
+                ", ".join(sorted(odd)[:5]),
+            )
         self._enforce_retention(keep=hour_file_name(self.clock_ms()), need=0)
 
     def _archive(self, name: str) -> None:
@@ -407,19 +575,36 @@ class Journal:
             log.info("journal: deleted %s (%s)", name, "retention" if too_old else "size cap")
 
     async def stop(self) -> None:
+        """Write what is left and close the files. Never raises: lines that cannot be
+        written now (a full disk) are counted as dropped (``stopped``), with one warning."""
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
             self._flusher = None
-        await self.flush()
         loop = asyncio.get_running_loop()
+        try:
+            await self.flush()
+        except OSError as exc:
+            self.write_errors += 1
+            lost = await loop.run_in_executor(self._writer, self._drop_backlog, DROPPED_AT_STOP)
+            log.warning(
+                "journal %s: %d lines could not be written at stop (%s) and are lost",
+                self.directory,
+                lost,
+                exc.strerror or exc,
+            )
+        self._warn_drops()
         await loop.run_in_executor(None, self._archiver.shutdown)  # its last hand-offs first
         await loop.run_in_executor(self._writer, self._close_all)
         self._writer.shutdown(wait=True)
 
     def _close_all(self) -> None:
-        for fd in self._files.values():
-            os.fsync(fd)
+        """Worker thread: sync and close every open hour file (a failing sync is logged)."""
+        for name, fd in self._files.items():
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                log.warning("journal: syncing %s failed at stop: %s", name, exc.strerror or exc)
             os.close(fd)
         self._files.clear()
         self._heartbeats.clear()
@@ -427,49 +612,249 @@ class Journal:
 
 def _open_for_append(path: Path) -> int:
     """Open an hour file for appending, first ending a torn last line (a crash or a failed
-    write left it) so that the next line is not glued to the fragment and lost with it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        os.write(fd, b"\n")
+    write left it) so that the next line is not glued to the fragment and lost with it. A
+    symlink or any other non-regular file in its place is refused (``OSError``): the journal
+    writes only its own regular files."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _NOT_FOLLOWED, 0o644)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 
-def journal_files(path: Path) -> list[Path]:
+_NOT_FOLLOWED: Final = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+# ---------------------------------------------------------------------------- reading
+
+# Longest line a reader takes (newline included). A snapshot of 100,000 topics is about
+# 10 MB; this leaves six times that. A longer line is skipped without being held whole.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+# A compressed hour is read up to this many times its compressed size, at least
+# MIN_INFLATED_LIMIT: journal lines compress 10-30 times, deflate at most ~1,000 times, so
+# only a gzip bomb (or a flood of near-identical junk) reaches it. What was read counts.
+MAX_INFLATION: Final = 256
+MIN_INFLATED_LIMIT: Final = 256 * 1024 * 1024
+_SKIP_CHUNK: Final = 1024 * 1024  # how much of an over-long line is read at a time
+_DAMAGE_EXAMPLES: Final = 5
+
+
+@dataclass(slots=True)
+class JournalDamage:
+    """What readers skipped, for a caller that wants to say so (once, not per line).
+
+    Pass one to ``journal_files``, ``complete_lines`` or ``read_records``; each adds to it.
+    ``files_skipped``: names of hour files that are not regular files (FIFOs, devices,
+    symlinks: never opened); ``files_unreadable``: files whose reading ended early (a
+    decompression or read error, a file that could not be opened, or a compressed hour past
+    its inflation bound) -- the lines read before count; ``lines_too_long``: lines longer
+    than ``MAX_LINE_BYTES``, skipped unread; ``lines_unparsable``: complete lines that are
+    not a JSON object (``read_records`` only). A torn last line is a crash's normal trace,
+    not damage. ``files`` holds the first few damaged paths, for a log line."""
+
+    files_skipped: int = 0
+    files_unreadable: int = 0
+    lines_too_long: int = 0
+    lines_unparsable: int = 0
+    files: list[str] = field(default_factory=list)
+
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "files_skipped",
+        "files_unreadable",
+        "lines_too_long",
+        "lines_unparsable",
+    )
+
+    def add(self, kind: str, n: int = 1, path: Path | str | None = None) -> None:
+        """Count ``n`` of ``kind`` (one of ``KINDS``; anything else is a ``ValueError``)."""
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown journal damage {kind!r}")
+        setattr(self, kind, getattr(self, kind) + n)
+        name = str(path) if path is not None else None
+        if name is not None and name not in self.files and len(self.files) < _DAMAGE_EXAMPLES:
+            self.files.append(name)
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, kind) for kind in self.KINDS)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def to_record(self) -> dict[str, int]:
+        """The non-zero counters, e.g. ``{"files_skipped": 1, "lines_too_long": 2}``."""
+        return {kind: count for kind in self.KINDS if (count := getattr(self, kind))}
+
+    def summary(self) -> str:
+        """One line for an operator: what was skipped, and where (the first few files)."""
+        if not self:
+            return "no damage"
+
+        def count(n: int, what: str) -> str:
+            return f"{n} {what}{'' if n == 1 else 's'}"
+
+        said = {
+            "files_skipped": lambda n: f"{count(n, 'file')} skipped (not a regular file)",
+            "files_unreadable": lambda n: f"{count(n, 'file')} read only up to damage",
+            "lines_too_long": lambda n: f"{count(n, 'line')} over {MAX_LINE_BYTES} bytes skipped",
+            "lines_unparsable": lambda n: f"{count(n, 'unparsable line')} skipped",
+        }
+        parts = [said[kind](n) for kind, n in self.to_record().items()]
+        where = f" (in {', '.join(self.files)})" if self.files else ""
+        return "; ".join(parts) + where
+
+
+def _count(damage: JournalDamage | None, kind: str, path: Path) -> None:
+    if damage is not None:
+        damage.add(kind, path=path)
+
+
+def _is_hour_file_name(name: str) -> bool:
+    return name.startswith("events-") and name.endswith((".jsonl", ".jsonl.gz"))
+
+
+def _hour_files_under(directory: Path, damage: JournalDamage | None) -> list[Path]:
+    """Regular files named like hour files under ``directory``, never following a symlink
+    (to a file or a directory): the journal is read only where it was written."""
+    found: list[Path] = []
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(Path(entry.path))
+                        elif _is_hour_file_name(entry.name):
+                            if entry.is_file(follow_symlinks=False):
+                                found.append(Path(entry.path))
+                            else:  # a symlink, FIFO, socket or device named like one
+                                _count(damage, "files_skipped", Path(entry.path))
+                    except OSError:
+                        _count(damage, "files_unreadable", Path(entry.path))
+        except OSError:
+            if current is not directory:
+                _count(damage, "files_unreadable", current)
+    return found
+
+
+def journal_files(path: Path, damage: JournalDamage | None = None) -> list[Path]:
     """The hour files under ``path`` (a file, an instance directory or the journal root),
     plain or compressed, in time order; an hour present in both forms (a compression that
-    was interrupted) is taken from the compressed file."""
-    if path.is_file():
+    was interrupted) is taken from the compressed file. Only regular files are listed:
+    symlinks (even to a regular file), FIFOs and devices named like hour files are skipped
+    and counted in ``damage``. ``path`` itself may be a symlink (the caller named it)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return []
+    if stat.S_ISREG(mode):
         return [path]
-    found = [*path.rglob("events-*.jsonl"), *path.rglob("events-*.jsonl.gz")]
+    if not stat.S_ISDIR(mode):
+        _count(damage, "files_skipped", path)
+        return []
+    found = _hour_files_under(path, damage)
     packed = {p for p in found if p.name.endswith(COMPRESSED_SUFFIX)}
     files = [p for p in found if p not in packed and p.with_name(p.name + ".gz") not in packed]
     files += packed
     return sorted(files, key=lambda p: (p.name.removesuffix(COMPRESSED_SUFFIX), str(p)))
 
 
-def complete_lines(file: Path) -> Iterator[bytes]:
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_regular(file: Path, damage: JournalDamage | None) -> BinaryIO | None:
+    """``file`` opened for reading when it is a regular file, else None (counted). Opened
+    without following a symlink and without blocking (a FIFO's open waits for a writer)."""
+    try:
+        fd = os.open(file, _OPEN_FLAGS)
+    except OSError as exc:
+        skipped = exc.errno in (errno.ELOOP, errno.ENXIO)  # a symlink; a socket
+        _count(damage, "files_skipped" if skipped else "files_unreadable", file)
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        _count(damage, "files_skipped", file)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def complete_lines(
+    file: Path, damage: JournalDamage | None = None, *, max_line: int | None = None
+) -> Iterator[bytes]:
     """An hour file's lines, plain or gzip-compressed, as written: a torn last line (a crash
-    mid-write) is skipped and a truncated archive yields what it holds, never fatal."""
-    opener = gzip.open if file.name.endswith(COMPRESSED_SUFFIX) else open
-    with opener(file, "rb") as handle:
+    mid-write) is skipped; a damaged file yields its lines up to the damage, never fatal.
+
+    Bounded: a line longer than ``max_line`` bytes is skipped, read in pieces and never held
+    whole; a compressed file is inflated to at most ``MAX_INFLATION`` times its size (at
+    least ``MIN_INFLATED_LIMIT``); a file that is not a regular file is not read. What was
+    skipped is counted in ``damage``. ``max_line`` defaults to ``MAX_LINE_BYTES``."""
+    if max_line is None:
+        max_line = MAX_LINE_BYTES
+    raw = _open_regular(file, damage)
+    if raw is None:
+        return
+    with raw:
+        handle: BinaryIO = raw
+        limit = None
+        if file.name.endswith(COMPRESSED_SUFFIX):
+            handle = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            limit = max(MIN_INFLATED_LIMIT, MAX_INFLATION * os.fstat(raw.fileno()).st_size)
+        read = 0
         try:
-            for raw in handle:
-                if raw.endswith(b"\n"):
-                    yield raw
-        except (EOFError, gzip.BadGzipFile):
-            return
+            while True:
+                line = handle.readline(max_line)
+                if not line:
+                    return
+                if limit is not None:
+                    read += len(line)
+                    if read > limit:
+                        _count(damage, "files_unreadable", file)
+                        return
+                if line.endswith(b"\n"):
+                    yield line
+                    continue
+                if len(line) < max_line:
+                    return  # the end of the file without a newline: a torn last line
+                _count(damage, "lines_too_long", file)
+                while line and not line.endswith(b"\n"):  # the rest of it, piece by piece
+                    line = handle.readline(_SKIP_CHUNK)
+                    if limit is not None:
+                        read += len(line)
+                        if read > limit:
+                            _count(damage, "files_unreadable", file)
+                            return
+        except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
+            _count(damage, "files_unreadable", file)
 
 
-def read_records(files: Iterable[Path], *, expand: bool = True) -> Iterator[dict[str, Any]]:
+def read_records(
+    files: Iterable[Path], *, expand: bool = True, damage: JournalDamage | None = None
+) -> Iterator[dict[str, Any]]:
     """Every well-formed line of ``complete_lines``. Compact heartbeats come in their full
-    form unless ``expand`` is false."""
+    form unless ``expand`` is false. Complete lines that are not a JSON object are skipped
+    (counted in ``damage`` as ``lines_unparsable``)."""
     for file in files:
         expander = HeartbeatExpander() if expand else None
-        for raw in complete_lines(file):
+        for raw in complete_lines(file, damage):
             try:
                 record = orjson.loads(raw)
             except orjson.JSONDecodeError:
+                _count(damage, "lines_unparsable", file)
                 continue
             if isinstance(record, dict):
                 yield record if expander is None else expander.expand(record)
+            else:
+                _count(damage, "lines_unparsable", file)
