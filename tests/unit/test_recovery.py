@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pynamesrv.namesrv.events import BrokerRemoved, Event
-from pynamesrv.namesrv.journal import HEARTBEAT, HeartbeatMemory, compact_heartbeat
+from pynamesrv.namesrv.journal import HEARTBEAT, HeartbeatMemory, JournalDamage, compact_heartbeat
 from pynamesrv.namesrv.model import (
     DataVersion,
     QueueData,
@@ -560,14 +560,18 @@ def test_recover_drops_brokers_past_their_deadline_and_counts_them(tmp_path: Pat
     assert routes.all_topics() == [] and routes.broker_addr_table == {}
 
 
-def test_recover_gives_up_on_a_malformed_line_and_starts_empty(
+def test_recover_skips_a_malformed_line_counts_it_and_serves_the_rest(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """It gave up and started empty (issue 23: a damaged journal is counted, never fatal, and
+    what survived is served)."""
     driven, _ = recovered_registry()
+    expected = answers(driven.routes)
     driven.line(type="perm_changed", broker_name="g1", op="drop", topic_count=1)
     write_hour(tmp_path / "events-20231114-22.jsonl", journal_of(driven))
-    routes = RouteInfoManager()
+    routes, damage = RouteInfoManager(), JournalDamage()
     with caplog.at_level(logging.WARNING, logger="pynamesrv"):
-        assert recover(tmp_path, routes, T0, NS) is None
-    assert routes.all_topics() == [] and routes.broker_live_table == {}
-    assert "routes not recovered" in caplog.text and "drop" in caplog.text
+        assert recover(tmp_path, routes, T0, NS, damage) is not None
+    assert damage.to_record() == {"lines_invalid": 1}
+    assert answers(routes) == expected
+    assert "damaged" in caplog.text and "1 invalid line skipped" in caplog.text

@@ -44,7 +44,8 @@ def health(view: NamesrvView) -> tuple[int, str]:
     503 while the answers would be errors: the port is not open yet (``starting``), or the
     5.x start-up wait is on (``waiting for service``). 200 otherwise, saying whether brokers
     recovered from the journal are still provisional (``recovering: N provisional brokers``:
-    their routes are the ones before the restart, not yet confirmed by a registration).
+    their routes are the ones before the restart, not yet confirmed by a registration), and
+    what the start skipped of a damaged journal, if anything.
     """
     if not view.ready:
         return 503, "starting"
@@ -52,8 +53,11 @@ def health(view: NamesrvView) -> tuple[int, str]:
         return 503, "waiting for service"
     provisional = view.provisional_brokers()
     if provisional:
-        return 200, f"recovering: {provisional} provisional broker{'s' if provisional > 1 else ''}"
-    return 200, "ok"
+        text = f"recovering: {provisional} provisional broker{'s' if provisional > 1 else ''}"
+    else:
+        text = "ok"
+    damage = view.journal_damage()
+    return 200, text if damage is None else f"{text} (journal damage skipped at start: {damage})"
 
 
 def status_view(

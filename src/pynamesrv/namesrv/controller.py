@@ -29,7 +29,7 @@ from pynamesrv.namesrv.events import ConfigChanged, Event
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.heap import HeapKeeper
-from pynamesrv.namesrv.journal import Journal, instance_dir_name
+from pynamesrv.namesrv.journal import Journal, JournalDamage, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
@@ -157,6 +157,9 @@ class NamesrvController:
         self.port = 0
         self.journal: Journal | None = None
         self.recovered: Recovered | None = None  # what start() recovered from the journal
+        # What recovery had to skip of a damaged journal (told in the log, /healthz and the
+        # server_started line).
+        self.journal_damage = JournalDamage()
         self._recovering = False  # provisional brokers left (logged once when none is)
         self._window_start_ms = 0
         self._stopped = False
@@ -250,7 +253,7 @@ class NamesrvController:
         directory = self.journal_root / instance_dir_name(instance)
         # Nothing else touches the registry before the port opens: a worker thread may fill it.
         self.recovered = await asyncio.get_running_loop().run_in_executor(
-            None, recover, directory, self.routes, self.clock_ms(), instance
+            None, recover, directory, self.routes, self.clock_ms(), instance, self.journal_damage
         )
         found = self.recovered
         if found is None:
@@ -305,6 +308,7 @@ class NamesrvController:
             version=__version__,
             config=self.registry.all_properties(),
             recovered=recovered,
+            damaged=self.journal_damage.to_record() or None,
         )
         # Each recovered broker's session goes on from the start (docs/journal.md, Recovery).
         self.journal.on_events(self.routes.recovered_events())

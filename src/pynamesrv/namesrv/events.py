@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Final, Self
 
-from pynamesrv.namesrv.model import DataVersion, RoutedTopic
+from pynamesrv.namesrv.model import DataVersion, RoutedTopic, TopicQueueMappingInfo
 
 # What a journal's integers may hold: Java longs (timestamps, ids, data versions) and ints
 # (queue numbers, perm, sys flag).
@@ -228,8 +228,10 @@ class BrokerRegistered(Event):
             if not all(type(topic) is str for topic in getattr(self, name)):
                 raise RecordError(f"{self.TYPE}: {name} holds a non-string")
         for mapping in self.topic_mappings.values():
-            if type(mapping) is not dict:
-                raise RecordError(f"{self.TYPE}: a topic mapping is not an object")
+            try:
+                TopicQueueMappingInfo.from_json(mapping)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise RecordError(f"{self.TYPE}: a topic mapping: {exc}") from None
 
     def to_record(self) -> dict[str, Any]:
         """``Event.to_record`` with the topic configs as the plain dict the journal holds."""
@@ -384,8 +386,8 @@ class ServerStarted(Event):
     run started empty), and ``damaged`` what recovery had to skip (None: nothing)."""
 
     TYPE: ClassVar[str] = "server_started"
-    version: str
-    config: dict[str, str]
+    version: str = ""
+    config: dict[str, str] = field(default_factory=dict)
     recovered: dict[str, Any] | None = None
     damaged: dict[str, int] | None = None
 

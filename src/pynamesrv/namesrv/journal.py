@@ -663,6 +663,7 @@ class JournalDamage:
     files_unreadable: int = 0
     lines_too_long: int = 0
     lines_unparsable: int = 0
+    lines_invalid: int = 0  # parsed, but not the shape its type has (recovery's replay)
     files: list[str] = field(default_factory=list)
 
     KINDS: ClassVar[tuple[str, ...]] = (
@@ -670,6 +671,7 @@ class JournalDamage:
         "files_unreadable",
         "lines_too_long",
         "lines_unparsable",
+        "lines_invalid",
     )
 
     def add(self, kind: str, n: int = 1, path: Path | str | None = None) -> None:
@@ -705,6 +707,7 @@ class JournalDamage:
             "files_unreadable": lambda n: f"{count(n, 'file')} read only up to damage",
             "lines_too_long": lambda n: f"{count(n, 'line')} over {MAX_LINE_BYTES} bytes skipped",
             "lines_unparsable": lambda n: f"{count(n, 'unparsable line')} skipped",
+            "lines_invalid": lambda n: f"{count(n, 'invalid line')} skipped",
         }
         parts = [said[kind](n) for kind, n in self.to_record().items()]
         where = f" (in {', '.join(self.files)})" if self.files else ""

@@ -32,7 +32,7 @@ from typing import Any, Final
 import orjson
 
 from pynamesrv.namesrv.events import ServerStarted, Snapshot
-from pynamesrv.namesrv.journal import complete_lines, journal_files
+from pynamesrv.namesrv.journal import JournalDamage, complete_lines, journal_files
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
 
@@ -60,7 +60,11 @@ class ReplayResult:
     last_ts: int | None = None
 
 
-def replay(records: Iterable[Mapping[str, Any]], routes: RouteInfoManager) -> ReplayResult:
+def replay(
+    records: Iterable[Mapping[str, Any]],
+    routes: RouteInfoManager,
+    damage: JournalDamage | None = None,
+) -> ReplayResult:
     """Apply one instance's journal lines to ``routes``, in journal order.
 
     The rules, line by line:
@@ -76,7 +80,9 @@ def replay(records: Iterable[Mapping[str, Any]], routes: RouteInfoManager) -> Re
 
     Lines may be plain dicts or rows with every column (absent fields as None). Recovered
     brokers are provisional (``RouteInfoManager.is_provisional``). A line of a replayed type
-    without the documented shape raises ``RecordError`` (a ``ValueError``).
+    without the documented shape raises ``RecordError`` (a ``ValueError``), or with
+    ``damage`` is skipped and counted there (``lines_invalid``): the server serves what
+    survived rather than nothing (a line is checked whole before it changes anything).
     """
     result = ReplayResult()
     for record in records:
@@ -84,11 +90,16 @@ def replay(records: Iterable[Mapping[str, Any]], routes: RouteInfoManager) -> Re
         if kind not in REPLAYED:
             continue
         ts = record.get("ts")
+        try:
+            event = routes.apply_record(record)
+        except ValueError:  # RecordError, or a value no table can hold
+            if damage is None:
+                raise
+            damage.add("lines_invalid")
+            continue
         if kind == SNAPSHOT:
-            routes.apply_record(record)
             result = ReplayResult(snapshot_ts=ts, last_ts=ts)
             continue
-        event = routes.apply_record(record)
         if isinstance(event, ServerStarted):
             if event.recovered is None:
                 result = ReplayResult()
@@ -102,7 +113,9 @@ def replay(records: Iterable[Mapping[str, Any]], routes: RouteInfoManager) -> Re
 # ---------------------------------------------------------------------------- the files
 
 
-def read_tail(directory: Path, instance: str | None = None) -> list[dict[str, Any]] | None:
+def read_tail(
+    directory: Path, instance: str | None = None, damage: JournalDamage | None = None
+) -> list[dict[str, Any]] | None:
     """The lines ``replay`` needs to rebuild the newest state of one instance directory: the
     last *base* (a ``snapshot``, or the ``server_started`` of a run that began empty) and
     every route-changing line after it, in journal order (hour files in time order, lines in
@@ -113,18 +126,18 @@ def read_tail(directory: Path, instance: str | None = None) -> list[dict[str, An
     not parse are skipped, as every journal reader does. A snapshot torn by a crash and ended
     with a newline by the next start is a complete line that does not parse: the snapshot
     before it is used then."""
-    files = journal_files(directory) if directory.is_dir() else []
+    files = journal_files(directory, damage) if directory.is_dir() else []
     newer: list[bytes] = []  # replayed lines of the files after the one being read
     for file in reversed(files):
         for keep in (2, None):  # the last two bases, or (both unusable) every one
-            lines, bases, more = _scan(file, keep_bases=keep)
+            lines, bases, more = _scan(file, keep_bases=keep, damage=damage)
             for index in reversed(bases):
                 base = _parse(lines[index], instance)
                 if base is not None:
                     return [
                         base,
-                        *_parse_all(lines[index + 1 :], instance),
-                        *_parse_all(newer, instance),
+                        *_parse_all(lines[index + 1 :], instance, damage),
+                        *_parse_all(newer, instance, damage),
                     ]
             if not more:
                 break
@@ -132,14 +145,16 @@ def read_tail(directory: Path, instance: str | None = None) -> list[dict[str, An
     return None
 
 
-def _scan(file: Path, keep_bases: int | None) -> tuple[list[bytes], list[int], bool]:
+def _scan(
+    file: Path, keep_bases: int | None, damage: JournalDamage | None = None
+) -> tuple[list[bytes], list[int], bool]:
     """One hour file's complete lines of replayed types, from the ``keep_bases``-th last base
     candidate on (None: all), the candidates' positions in that list, and whether earlier
     candidates were dropped. Memory stays at about two snapshots and the lines between."""
     lines: list[bytes] = []
     bases: list[int] = []
     dropped = False
-    for raw in complete_lines(file):
+    for raw in complete_lines(file, damage if keep_bases is not None else None):
         kind = _kind(raw)
         if kind not in REPLAYED:
             continue
@@ -184,8 +199,18 @@ def _parse(raw: bytes, instance: str | None) -> dict[str, Any] | None:
     return record
 
 
-def _parse_all(lines: Iterable[bytes], instance: str | None) -> list[dict[str, Any]]:
-    return [r for r in (_parse(raw, instance) for raw in lines) if r is not None]
+def _parse_all(
+    lines: Iterable[bytes], instance: str | None, damage: JournalDamage | None = None
+) -> list[dict[str, Any]]:
+    parsed = []
+    for raw in lines:
+        record = _loads(raw)
+        if record is None:
+            if damage is not None:
+                damage.add("lines_unparsable")
+        elif instance is None or record.get("ns") == instance:
+            parsed.append(record)
+    return parsed
 
 
 # ---------------------------------------------------------------------------- at start
@@ -216,21 +241,32 @@ class Recovered:
 
 
 def recover(
-    directory: Path, routes: RouteInfoManager, now_ms: int, instance: str | None = None
+    directory: Path,
+    routes: RouteInfoManager,
+    now_ms: int,
+    instance: str | None = None,
+    damage: JournalDamage | None = None,
 ) -> Recovered | None:
     """Load the newest state of an instance's journal directory into ``routes`` (which must
     be empty and not yet serving), then drop the brokers past their deadline at ``now_ms``:
     nothing older than a broker's own timeout is kept. None when the journal holds no state
-    to start from, or cannot be read (then ``routes`` is left empty and the reason logged)."""
+    to start from, or cannot be read (then ``routes`` is left empty and the reason logged).
+
+    Never fails on what the files hold: damaged lines and files are skipped, counted in
+    ``damage`` and logged once, and the rest is recovered."""
     started = perf_counter()
+    damage = JournalDamage() if damage is None else damage
     try:
-        tail = read_tail(directory, instance)
-        if tail is None:
-            return None
-        result = replay(tail, routes)
-    except (OSError, ValueError) as exc:  # ValueError: RecordError, a bad data version
+        tail = read_tail(directory, instance, damage)
+        result = replay(tail, routes, damage) if tail is not None else None
+    except OSError as exc:  # the directory itself cannot be read
         routes.reset()
         log.warning("routes not recovered from the journal in %s: %s", directory, exc)
+        return None
+    if damage:
+        log.warning("journal %s is damaged; recovered what survived: %s", directory,
+                    damage.summary())  # fmt: skip
+    if result is None:
         return None
     before = len(routes.broker_live_table)
     routes.expire(now_ms)

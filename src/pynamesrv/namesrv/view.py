@@ -65,6 +65,11 @@ class NamesrvView:
         expired: routed from the journal's word alone."""
         return self._ctrl.routes.provisional_count
 
+    def journal_damage(self) -> str | None:
+        """What the start skipped of a damaged journal, in one line (None: nothing)."""
+        damage = self._ctrl.journal_damage
+        return damage.summary() if damage else None
+
     def recovered(self) -> dict[str, Any] | None:
         """What the start recovered from the journal (``server_started``'s ``recovered``)."""
         found = self._ctrl.recovered

@@ -105,21 +105,30 @@ class JournalReplay(RouteRegistry):
         Each broker joins its group as a registration read back would make it (``apply``);
         the topics, hundreds of thousands of entries, are filled in bulk."""
         snapshot = Snapshot.from_record(record)
-        self.reset()
+        # Everything checked before anything changes: a damaged snapshot leaves the state.
+        joined: list[tuple[BrokerRegistered, int]] = []
         for entry in snapshot.brokers:
             if type(entry) is not dict:
                 raise RecordError("snapshot: a broker is not an object")
-            # A snapshot's broker is a registration of no topics (older ones lack the version).
-            joined = BrokerRegistered.from_record(
-                {**entry, "first": True, "data_version": entry.get("data_version") or {}}
-            )
             last = entry.get("last_heartbeat_ts")
             if type(last) is not int or not 0 <= last < 2**63:
                 raise RecordError("snapshot: last_heartbeat_ts is not a time")
-            self.apply(joined, last)
+            # A snapshot's broker is a registration of no topics (older ones lack the version).
+            event = BrokerRegistered.from_record(
+                {**entry, "first": True, "data_version": entry.get("data_version") or {}}
+            )
+            joined.append((event, last))
+        topics = {topic: _queue_table(topic, queues) for topic, queues in snapshot.topics.items()}
+        mappings: list[tuple[str, TopicQueueMappingInfo]] = []
+        for topic, per_group in snapshot.mappings.items():
+            if type(per_group) is not dict:
+                raise RecordError("snapshot: mappings of a topic are not an object")
+            mappings += [(topic, _mapping(info)) for info in per_group.values()]
+        self.reset()
+        for event, last in joined:
+            self.apply(event, last)
         by_broker = self._topics_by_broker
-        for topic, queue_list in snapshot.topics.items():
-            queues = _queue_table(topic, queue_list)
+        for topic, queues in topics.items():  # into empty tables: no old data to replace
             if queues:
                 self.topic_queue_table[topic] = queues
                 for name in queues:
@@ -127,12 +136,16 @@ class JournalReplay(RouteRegistry):
                     if topics_of is None:
                         topics_of = by_broker[name] = set()
                     topics_of.add(topic)
-        for topic, per_group in snapshot.mappings.items():
-            if type(per_group) is not dict:
-                raise RecordError("snapshot: mappings of a topic are not an object")
-            for info in per_group.values():
-                self._store_mappings({topic: TopicQueueMappingInfo.from_json(info)})
+        for topic, info in mappings:
+            self._store_mappings({topic: info})
         self.answers.forget_all()
+
+
+def _mapping(info: Any) -> TopicQueueMappingInfo:
+    try:
+        return TopicQueueMappingInfo.from_json(info)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise RecordError(f"snapshot: a static-topic mapping: {exc}") from None
 
 
 def _queue_table(topic: str, queue_list: Any) -> dict[str, QueueData]:
