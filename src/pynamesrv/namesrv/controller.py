@@ -295,6 +295,7 @@ class NamesrvController:
             clock_ms=now_ms,
             retention_hours=self.config.journal_retention_hours,
             max_bytes=self.config.journal_max_bytes,
+            max_pending_bytes=self.config.journal_max_pending_bytes,
         )
         await self.journal.start()
         self.stats.count_topics = True

@@ -343,7 +343,6 @@ class Journal:
 
     def _warn_failing(self, exc: OSError) -> None:
         """A failed flush: one warning when writes start failing, then one per interval."""
-        self.write_errors += 1
         first = not self._failing
         self._failing = True
         if first or self._due("write"):
@@ -386,6 +385,9 @@ class Journal:
         self._handed_bytes += size
         try:
             await asyncio.get_running_loop().run_in_executor(self._writer, self._write, batch)
+        except OSError:
+            self.write_errors += 1
+            raise
         finally:
             self._handed_bytes -= size
 
@@ -585,7 +587,6 @@ class Journal:
         try:
             await self.flush()
         except OSError as exc:
-            self.write_errors += 1
             lost = await loop.run_in_executor(self._writer, self._drop_backlog, DROPPED_AT_STOP)
             log.warning(
                 "journal %s: %d lines could not be written at stop (%s) and are lost",
