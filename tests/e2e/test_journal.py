@@ -11,6 +11,7 @@ import orjson
 
 from helpers import query_route, wait_until_unrouted
 from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.journal import Journal, hour_file_name, journal_files, read_records
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -302,3 +303,25 @@ async def test_acting_master_and_static_topics_are_journaled(start_namesrv, tmp_
     assert snapshot["mappings"]["S"]["a"]["epoch"] == 7
     rebuilt = replay(r for r in records if r["type"] != "snapshot")
     assert rebuilt["S"] == canonical_route(live)
+
+
+async def test_route_queries_never_journal_an_over_long_topic_name(start_namesrv) -> None:
+    """A miss for a 200 KB name (anyone may ask) is counted under ``misses_too_long``."""
+    ctrl = await start_namesrv(journalEnable=True)
+    huge = "h" * 200_000
+    client = await RemotingClient.connect("127.0.0.1", ctrl.port)
+    try:
+        for topic in (huge, huge + "2", "short-miss"):
+            answer = await client.request(requests.get_routeinfo_by_topic(topic))
+            assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    finally:
+        await client.close()
+    ctrl.record_route_queries(ctrl.clock_ms())
+    assert ctrl.journal is not None
+    await ctrl.journal.flush()
+    [window] = [
+        r for r in read_records(journal_files(ctrl.journal_root)) if r["type"] == "route_queries"
+    ]
+    assert window["misses"] == {"short-miss": 1}
+    assert window["misses_too_long"] == 2
+    assert "counts_other" not in window and "misses_other" not in window

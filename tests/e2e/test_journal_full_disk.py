@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
+from pynamesrv.http.metrics import build_registry, render
 from pynamesrv.namesrv import journal as journal_module
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.events import BrokerRegistered
@@ -234,3 +236,28 @@ async def test_serve_on_a_full_journal_answers_routes_and_stops_cleanly(tmp_path
         if proc.returncode is None:
             proc.kill()  # our own child, by its handle
             await proc.wait()
+
+
+async def test_the_metrics_say_what_the_journal_could_not_write(
+    start_namesrv: Any, disk: Disk
+) -> None:
+    ctrl = await start_namesrv(journalEnable=True, journalMaxPendingBytes=1024 * 1024)
+    journal = ctrl.journal
+    assert journal is not None
+    disk.space = 0
+    while not journal.dropped[DROPPED_PENDING_CAP]:
+        journal.on_events([registration(len(journal._pending))])
+    with pytest.raises(OSError):
+        await journal.flush()
+    metrics = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(
+            render(build_registry(ctrl.view), None)[0].decode()
+        )
+        for s in family.samples
+    }
+    assert metrics["pynamesrv_journal_dropped_lines_total", (("cause", "pending_cap"),)] >= 1
+    assert metrics["pynamesrv_journal_dropped_lines_total", (("cause", "size_cap"),)] == 0
+    assert metrics["pynamesrv_journal_write_errors_total", ()] >= 1
+    assert 0 < metrics["pynamesrv_journal_pending_bytes", ()] <= 2 * 1024 * 1024
+    disk.space = float("inf")

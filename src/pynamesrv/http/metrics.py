@@ -31,6 +31,7 @@ from prometheus_client.utils import floatToGoString
 
 from pynamesrv import __version__
 from pynamesrv.namesrv.events import RemovalReason
+from pynamesrv.namesrv.journal import DROP_CAUSES
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
 from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -230,6 +231,29 @@ class NamesrvCollector(Collector):
                 "pynamesrv_journal_lag_seconds",
                 "How far the journal writer is behind the events it was given (lag_seconds()).",
                 value=lag,
+            )
+        writing = view.journal_writing()
+        if writing is not None:
+            dropped = CounterMetricFamily(
+                "pynamesrv_journal_dropped_lines",
+                "Journal lines not written, by cause: size_cap (journalMaxBytes reached), "
+                "pending_cap (journalMaxPendingBytes waiting: writes failing), unencodable, "
+                "stopped (unwritten at stop).",
+                labels=["cause"],
+            )
+            for cause in sorted(set(DROP_CAUSES) | set(writing.dropped)):
+                dropped.add_metric([cause], writing.dropped.get(cause, 0))
+            yield dropped
+            yield GaugeMetricFamily(
+                "pynamesrv_journal_pending_bytes",
+                "Bytes of journal lines recorded and not yet written (journalMaxPendingBytes "
+                "caps them).",
+                value=writing.pending_bytes,
+            )
+            yield CounterMetricFamily(
+                "pynamesrv_journal_write_errors",
+                "Journal flushes that failed (a full disk, an I/O error); the lines wait.",
+                value=writing.write_errors,
             )
         yield GaugeMetricFamily(
             "pynamesrv_ready",

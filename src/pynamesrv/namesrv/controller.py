@@ -25,7 +25,7 @@ from pynamesrv.namesrv.acl import AccessControl
 from pynamesrv.namesrv.addresses import is_loopback_host
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.eventlog import EventLog, iso_ms
-from pynamesrv.namesrv.events import ConfigChanged, Event
+from pynamesrv.namesrv.events import ConfigChanged, Event, RouteQueries
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
 from pynamesrv.namesrv.heap import HeapKeeper
@@ -298,6 +298,7 @@ class NamesrvController:
             clock_ms=now_ms,
             retention_hours=self.config.journal_retention_hours,
             max_bytes=self.config.journal_max_bytes,
+            max_pending_bytes=self.config.journal_max_pending_bytes,
         )
         await self.journal.start()
         self.stats.count_topics = True
@@ -335,20 +336,20 @@ class NamesrvController:
             self.record_route_queries(end)
 
     def record_route_queries(self, end_ms: int) -> None:
-        """Write the counts of [window start, end_ms) and start a new window."""
+        """Write the counts of [window start, end_ms) and start a new window (bounded:
+        ``NamesrvStats.take_topic_counts``)."""
         if self.journal is None:
             return
-        counts, misses, other = self.stats.take_topic_counts()
-        counts.update(self.route_fast_path.take_hits())
-        extra = {"misses_other": other} if other else {}
-        self.journal.record(
-            "route_queries",
-            ts=end_ms,
+        taken = self.stats.take_topic_counts(self.route_fast_path.take_hits())
+        line = RouteQueries(
             window_ms=end_ms - self._window_start_ms,
-            counts=dict(counts),
-            misses=dict(misses),
-            **extra,
-        )
+            counts=taken.counts,
+            misses=taken.misses,
+            misses_other=taken.misses_other or None,
+            misses_too_long=taken.misses_too_long or None,
+            counts_other=taken.counts_other or None,
+        ).to_record()
+        self.journal.record(line.pop("type"), ts=end_ms, **line)
         self._window_start_ms = end_ms
 
     async def stop(self) -> None:

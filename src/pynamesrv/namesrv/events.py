@@ -413,19 +413,22 @@ class Snapshot(Event):
 
 @dataclass(slots=True)
 class RouteQueries(Event):
-    """Route queries answered in [ts - window_ms, ts); ``misses_other`` only when more topics
-    missed than are listed."""
+    """Route queries answered in [ts - window_ms, ts); ``misses_other``, ``misses_too_long``
+    and ``counts_other`` only when some were not listed (the line's bounds: namesrv.stats)."""
 
     TYPE: ClassVar[str] = "route_queries"
     window_ms: int
     counts: dict[str, int]
     misses: dict[str, int]
     misses_other: int | None = None
+    misses_too_long: int | None = None
+    counts_other: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         record = Event.to_record(self)
-        if self.misses_other is None:
-            del record["misses_other"]
+        for name in ("misses_other", "misses_too_long", "counts_other"):
+            if record[name] is None:
+                del record[name]
         return record
 
 

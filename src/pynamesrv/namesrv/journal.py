@@ -20,6 +20,15 @@ the same broker (``cluster``, ``broker_addr``) is written compactly, without ``b
 thread per open file, so a compact line always follows its full line in the same file, even
 when lines are dropped or a write fails; ``read_records`` gives readers the full form back.
 
+A full disk: the worker keeps the lines it could not write encoded, in order, with the count
+of bytes that reached the file, so a retry resumes right after them (never a line twice);
+``max_pending_bytes`` caps what waits (new lines dropped and counted in ``dropped`` by cause,
+twice the cap for snapshots and server lines), and ``stop`` never raises.
+
+Reading never trusts the files (``journal_files``, ``complete_lines``, ``read_records``):
+only regular files, lines of at most ``MAX_LINE_BYTES``, archives inflated within a bound,
+any read error ends that file; ``JournalDamage`` counts what was skipped.
+
 Retention: when an hour closes, its file is gzip-compressed to ``events-…-HH.jsonl.gz`` (by
 a second thread, so appends never wait for it) and readers take either form. Files older
 than ``retention_hours``, and the oldest closed hours while the journal is over
@@ -343,7 +352,6 @@ class Journal:
 
     def _warn_failing(self, exc: OSError) -> None:
         """A failed flush: one warning when writes start failing, then one per interval."""
-        self.write_errors += 1
         first = not self._failing
         self._failing = True
         if first or self._due("write"):
@@ -386,6 +394,9 @@ class Journal:
         self._handed_bytes += size
         try:
             await asyncio.get_running_loop().run_in_executor(self._writer, self._write, batch)
+        except OSError:
+            self.write_errors += 1
+            raise
         finally:
             self._handed_bytes -= size
 
@@ -585,7 +596,6 @@ class Journal:
         try:
             await self.flush()
         except OSError as exc:
-            self.write_errors += 1
             lost = await loop.run_in_executor(self._writer, self._drop_backlog, DROPPED_AT_STOP)
             log.warning(
                 "journal %s: %d lines could not be written at stop (%s) and are lost",

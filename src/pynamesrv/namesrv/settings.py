@@ -395,6 +395,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "Cap of the instance's journal directory: the oldest hours go first, and a flood "
          "within one hour is dropped (counted) past it.",
          minimum=MIB, maximum=2**50),
+    _key("journalMaxPendingBytes", N, RESTART, False, "pynamesrv",
+         "Journal lines waiting to be written (a full or failing disk) may hold this many "
+         "bytes of memory; past it new lines are dropped and counted (snapshots and "
+         "server_started/stopped up to twice it).",
+         minimum=MIB, maximum=2**40),
     _key("routeQueriesWindowMs", N, RESTART, False, "pynamesrv",
          "Window of the journal's per-topic route-query counts.",
          minimum=1000, maximum=3_600_000),

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from dataclasses import dataclass
 from typing import Final
+
+import orjson
 
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, Event, TopicRemoved
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -18,6 +21,11 @@ _KNOWN_CODES: Final = frozenset(int(c) for c in RequestCode)
 _KNOWN_RESPONSES: Final = frozenset(int(c) for c in ResponseCode)
 OTHER_CODE: Final = -1  # every request (or response) code the name server does not know
 MAX_MISSED_TOPICS: Final = 10_000  # distinct unrouted topics told apart per journal window
+# Bounds of what one ``route_queries`` line holds (docs/journal.md): clients choose the names
+# they ask for, and the name server answers a miss for any string.
+MAX_TOPIC_LENGTH: Final = 127  # RocketMQ's topic name limit: a longer name is never kept
+MAX_MISSED_BYTES: Final = 1024 * 1024  # of the ``misses`` map, as JSON
+MAX_COUNTED_BYTES: Final = 16 * 1024 * 1024  # of the ``counts`` map, as JSON
 
 # Upper bounds (seconds) of the request-latency histogram buckets; +Inf is implicit.
 LATENCY_BUCKETS_S: Final = (
@@ -49,6 +57,43 @@ class RequestHistogram:
         return out
 
 
+def entry_bytes(topic: str) -> int:
+    """JSON bytes of ``"topic":n,`` in a counts map (n up to ten digits)."""
+    return len(orjson.dumps(topic)) + 12
+
+
+@dataclass(slots=True)
+class RouteQueryCounts:
+    """One window's route-query counts as the journal's ``route_queries`` holds them."""
+
+    counts: dict[str, int]  # answered with a route, by topic
+    misses: dict[str, int]  # answered TOPIC_NOT_EXIST, by topic
+    counts_other: int = 0  # answers with a route not listed (over MAX_COUNTED_BYTES)
+    misses_other: int = 0  # misses not listed (over MAX_MISSED_TOPICS or MAX_MISSED_BYTES)
+    misses_too_long: int = 0  # misses of names longer than MAX_TOPIC_LENGTH
+
+
+def bounded_counts(
+    counts: Counter[str], max_bytes: int = MAX_COUNTED_BYTES
+) -> tuple[dict[str, int], int]:
+    """``counts`` as a map of at most ``max_bytes`` of JSON, the most counted topics first
+    when it would be larger, and the count of what was left out. Topics longer than
+    ``MAX_TOPIC_LENGTH`` are always left out (only a hand-made registration routes one)."""
+    sizes = {topic: entry_bytes(topic) for topic in counts if len(topic) <= MAX_TOPIC_LENGTH}
+    if len(sizes) == len(counts) and sum(sizes.values()) <= max_bytes:
+        return dict(counts), 0
+    kept: dict[str, int] = {}
+    other, used = 0, 0
+    for topic, n in counts.most_common():
+        size = sizes.get(topic)
+        if size is not None and used + size <= max_bytes:
+            kept[topic] = n
+            used += size
+        else:
+            other += n
+    return kept, other
+
+
 class NamesrvStats:
     """Everything the metrics endpoint reports that is not read from the tables directly."""
 
@@ -62,6 +107,8 @@ class NamesrvStats:
         self.route_hits_by_topic: Counter[str] = Counter()
         self.route_misses_by_topic: Counter[str] = Counter()
         self.route_misses_other = 0
+        self.route_misses_too_long = 0
+        self._missed_bytes = 0  # JSON size of route_misses_by_topic
         self.registrations = 0  # registrations that changed something (incl. first ones)
         self.heartbeats = 0  # registrations and data-version queries that changed nothing
         self.removals: Counter[str] = Counter()  # by reason
@@ -71,22 +118,45 @@ class NamesrvStats:
         self.error_answers: Counter[tuple[int, int]] = Counter()
 
     def count_miss(self, topic: str) -> None:
-        """A route query for a topic without a route. Clients choose these names, so at most
-        ``MAX_MISSED_TOPICS`` are told apart per journal window; the rest are counted in
+        """A route query for a topic without a route. Clients choose these names, so what is
+        kept for the journal is bounded: a name longer than ``MAX_TOPIC_LENGTH`` is only
+        counted (``route_misses_too_long``), and at most ``MAX_MISSED_TOPICS`` names and
+        ``MAX_MISSED_BYTES`` of them are told apart per window; the rest are counted in
         ``route_misses_other``."""
         self.route_query_misses += 1
-        if self.count_topics:
-            misses = self.route_misses_by_topic
-            if topic in misses or len(misses) < MAX_MISSED_TOPICS:
-                misses[topic] += 1
-            else:
-                self.route_misses_other += 1
+        if not self.count_topics:
+            return
+        if len(topic) > MAX_TOPIC_LENGTH:  # first: never hash or keep a huge name
+            self.route_misses_too_long += 1
+            return
+        misses = self.route_misses_by_topic
+        if topic in misses:
+            misses[topic] += 1
+            return
+        if len(misses) < MAX_MISSED_TOPICS:
+            size = entry_bytes(topic)
+            if self._missed_bytes + size <= MAX_MISSED_BYTES:
+                misses[topic] = 1
+                self._missed_bytes += size
+                return
+        self.route_misses_other += 1
 
-    def take_topic_counts(self) -> tuple[Counter[str], Counter[str], int]:
-        """The per-topic hits, misses and other misses since the last call, reset."""
-        taken = (self.route_hits_by_topic, self.route_misses_by_topic, self.route_misses_other)
+    def take_topic_counts(self, hits: Counter[str] | None = None) -> RouteQueryCounts:
+        """The per-topic counts since the last call, reset, bounded for one journal line;
+        ``hits`` are answers counted elsewhere (the fast path's), added to this path's."""
+        counted = self.route_hits_by_topic
+        if hits:
+            counted.update(hits)
+        counts, counts_other = bounded_counts(counted)
+        taken = RouteQueryCounts(
+            counts,
+            dict(self.route_misses_by_topic),
+            counts_other,
+            self.route_misses_other,
+            self.route_misses_too_long,
+        )
         self.route_hits_by_topic, self.route_misses_by_topic = Counter(), Counter()
-        self.route_misses_other = 0
+        self.route_misses_other = self.route_misses_too_long = self._missed_bytes = 0
         return taken
 
     def observe_request(self, code: int, seconds: float) -> None:

@@ -34,6 +34,15 @@ class BrokerView:
     provisional: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class JournalWriting:
+    """The journal writer's trouble counters, for the metrics."""
+
+    dropped: dict[str, int]  # lines not written, by cause (journal.DROP_CAUSES)
+    pending_bytes: int  # recorded, not yet written
+    write_errors: int  # flushes that failed
+
+
 class NamesrvView:
     """Read-only access to one controller's state."""
 
@@ -100,6 +109,13 @@ class NamesrvView:
     def journal_lag_s(self) -> float | None:
         journal = self._ctrl.journal
         return None if journal is None else float(journal.lag_seconds())
+
+    def journal_writing(self) -> JournalWriting | None:
+        """What the journal writer could not write (None: the journal is off)."""
+        journal = self._ctrl.journal
+        if journal is None:
+            return None
+        return JournalWriting(dict(journal.dropped), journal.pending_bytes, journal.write_errors)
 
     def access_status(self) -> dict[str, Any]:
         access = self._ctrl.access
