@@ -136,18 +136,36 @@ def test_journal_doc_matches_what_serve_writes(tmp_path: Path) -> None:
     journal = tmp_path / "journal"
     config = tmp_path / "namesrv.properties"
     config.write_text(f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort=0\n")
-    proc = subprocess.Popen(
-        [ENTRY_POINT, "serve", "-c", config, "--listen", "127.0.0.1", "--port", str(port),
-         "--journal-dir", journal],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+
+    def serve() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [ENTRY_POINT, "serve", "-c", config, "--listen", "127.0.0.1", "--port", str(port),
+             "--journal-dir", journal],
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         deadline = time.monotonic() + 30
         while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
             time.sleep(0.05)
-        asyncio.run(every_kind_of_change(port))
+        return proc
+
+    async def changes_then_stop(proc: subprocess.Popen[bytes]) -> None:
+        await every_kind_of_change(port)
+        # a broker still registered (its connection open) when the server stops: the next
+        # start recovers it, which writes broker_recovered
+        kept = BrokerClient(namesrv_addrs=[f"127.0.0.1:{port}"], cluster="DocCluster",
+                            broker_name="doc-broker-k", broker_id=0,
+                            broker_addr="127.0.0.1:10931", topics={})  # fmt: skip
+        assert all(o.ok for o in await kept.register_all())
         proc.send_signal(signal.SIGTERM)  # a clean stop writes route_queries, snapshot, stop
+        assert await asyncio.to_thread(proc.wait, 20) == 0
+        await kept.close_connections()
+
+    proc = serve()
+    try:
+        asyncio.run(changes_then_stop(proc))
+        proc = serve()  # a warm restart: server_started with recovered, broker_recovered
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
@@ -167,7 +185,14 @@ def test_journal_doc_matches_what_serve_writes(tmp_path: Path) -> None:
     for kind, fields_seen in seen.items():
         optional = {f for f, meaning in documented[kind].items() if meaning.startswith("only when")}
         assert set(documented[kind]) - optional <= fields_seen, kind
-    # The ordering the document promises: seq from 1, one up per line, in file order.
-    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    # The ordering the document promises: seq from 1, one up per line, in file order; again
+    # from 1 in the restarted process.
+    restart = max(i for i, r in enumerate(records) if r["type"] == "server_started")
+    assert restart > 0
+    for run in (records[:restart], records[restart:]):
+        assert [r["seq"] for r in run] == list(range(1, len(run) + 1))
+    assert [r["type"] for r in records[restart : restart + 3]] == [
+        "server_started", "broker_recovered", "snapshot"
+    ]  # fmt: skip
     assert records[0]["type"] == "server_started" and records[-1]["type"] == "server_stopped"
     assert [r["type"] for r in records[-3:]] == ["route_queries", "snapshot", "server_stopped"]

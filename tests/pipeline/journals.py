@@ -91,6 +91,7 @@ def registered(
     broker_id: int = 0,
     added: dict[str, tuple[int, int, int]] | None = None,
     changed: dict[str, tuple[int, int, int]] | None = None,
+    recovered: bool = False,
 ) -> dict[str, Any]:
     added, changed = added or {}, changed or {}
     return {
@@ -111,6 +112,31 @@ def registered(
             topic: {"read": r, "write": w, "perm": p}
             for topic, (r, w, p) in {**added, **changed}.items()
         },
+        "timeout_ms": 120_000,
+        "recovered": recovered,
+    }
+
+
+def warm_started(t: float, brokers: int) -> dict[str, Any]:
+    """A ``server_started`` of a run that recovered ``brokers`` broker addresses."""
+    loaded = {"from_ts": ms(t), "snapshot_ts": None, "events": 0, "brokers": brokers,
+              "topics": 0, "expired_on_load": 0, "load_ms": 1}  # fmt: skip
+    return {**started(t), "recovered": loaded}
+
+
+def broker_recovered(
+    t: float, cluster: str, name: str, addr: str, last_heartbeat: float, broker_id: int = 0
+) -> dict[str, Any]:
+    """A warm restart's provisional broker (one line per broker after server_started)."""
+    return {
+        "t": t,
+        "type": "broker_recovered",
+        "cluster": cluster,
+        "broker_name": name,
+        "broker_id": broker_id,
+        "broker_addr": addr,
+        "last_heartbeat_ts": ms(last_heartbeat),
+        "timeout_ms": 120_000,
     }
 
 

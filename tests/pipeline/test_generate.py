@@ -31,7 +31,7 @@ SCAN_S = 10.0
 # docs/journal.md: the fields of each type and their JSON types
 INT, STR, BOOL, LIST, DICT = int, str, bool, list, dict
 SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
-    "server_started": {"version": (STR,), "config": (DICT,)},
+    "server_started": {"version": (STR,), "config": (DICT,), "recovered": (DICT, type(None))},
     "server_stopped": {"version": (STR,), "config": (DICT,)},
     "broker_registered": {
         "cluster": (STR,),
@@ -46,6 +46,16 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "topics_changed": (LIST,),
         "topic_count": (INT,),
         "topic_configs": (DICT,),
+        "recovered": (BOOL,),
+    },
+    # a warm restart: one line per provisional broker right after server_started
+    "broker_recovered": {
+        "cluster": (STR,),
+        "broker_name": (STR,),
+        "broker_id": (INT,),
+        "broker_addr": (STR,),
+        "last_heartbeat_ts": (INT,),
+        "timeout_ms": (INT,),
     },
     "broker_heartbeat": {
         "cluster": (STR,),
@@ -247,7 +257,13 @@ def test_all_injected_kinds_happen(small, lines) -> None:
     assert {"expired", "unregister", "channel_closed"} <= reasons
     kinds = {e["kind"] for e in truth.injected}
     assert {"expired", "unregister", "channel_closed", "flapping", "divergence"} <= kinds
-    assert {"restart", "crash"} <= kinds
+    assert {"restart", "crash", "provisional_expired"} <= kinds
+    lifecycle = [e for e in truth.injected if e["kind"] in ("restart", "crash")]
+    assert {(e["kind"], e["warm"]) for e in lifecycle} == {
+        ("restart", True),
+        ("crash", True),
+        ("restart", False),
+    }
     assert {"topic_churn", "perm_wipe"} <= kinds
     end_reasons = {r["end_reason"] for r in truth.broker_sessions}
     assert {"server_stopped", "server_lost", "expired", "unregister", "channel_closed"} <= (
@@ -258,8 +274,23 @@ def test_all_injected_kinds_happen(small, lines) -> None:
     assert {"topic_removed", "perm_changed", "kv_changed"} <= types
     assert any(r["type"] == "broker_registered" and not r["first"] for r in records)
     assert any(r["type"] == "route_queries" and r["misses"] for r in records)
-    assert len([r for r in records if r["type"] == "server_started"]) == 4  # 2 + restart + crash
-    assert len([r for r in records if r["type"] == "server_stopped"]) == 3  # the crash has none
+    # 2 + warm restart + crash + cold restart; the crash has no server_stopped
+    assert len([r for r in records if r["type"] == "server_started"]) == 5
+    assert len([r for r in records if r["type"] == "server_stopped"]) == 4
+    # warm restarts: recovered brokers that register again, and one that expires provisional
+    assert any(r["type"] == "broker_registered" and r["recovered"] for r in records)
+    assert {"server_stopped", "server_lost", "expired", None} & {
+        r["end_reason"] for r in truth.broker_sessions if r["start_reason"] == "recovered"
+    } >= {"expired"}
+    expiring = next(e for e in truth.injected if e["kind"] == "provisional_expired")
+    assert any(
+        r["ns"] == expiring["ns"]
+        and r["broker_addr"] == expiring["broker"]
+        and r["start_reason"] == "recovered"
+        and r["end_reason"] == "expired"
+        and r["end_ts"] < expiring["end"]
+        for r in truth.broker_sessions
+    )
     assert truth.stale_route_exposure
     assert any(r["skew"] > 1 for r in truth.topic_distribution)
     assert {r["single_broker"] for r in truth.topic_distribution} == {True, False}
@@ -349,12 +380,17 @@ def test_availability_is_bounded_and_counts_outages(small) -> None:
 
 def test_stale_exposure_comes_from_expired_brokers(small, lines) -> None:
     """Exact beats leave no gap: every stale minute overlaps [last beat + H, expiry) of an
-    expired broker on that instance; queries are the counts of the line at minute + 60 s."""
+    expired broker on that instance, or the first heartbeat interval after a warm restart
+    (a recovered broker last heard before the restart, until it registers again); queries
+    are the counts of the line at minute + 60 s."""
     _, truth = small
     silent = defaultdict(list)
     for row in truth.detection_latency:
         if row["reason"] == "expired":
             silent[row["ns"]].append((row["last_heartbeat_ts"] + H_MS, row["removed_ts"]))
+    for event in truth.injected:
+        if event["kind"] in ("restart", "crash") and event["warm"]:
+            silent[event["ns"]].append((event["end"], event["end"] + H_MS))
     counts = {(r["ns"], r["ts"]): r["counts"] for _, _, r in lines if r["type"] == "route_queries"}
     assert any(row["queries"] > 0 for row in truth.stale_route_exposure)
     for row in truth.stale_route_exposure:

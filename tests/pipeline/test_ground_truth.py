@@ -76,6 +76,9 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
         assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
         assert result.rows[name] == len(truth.table(name))
     assert all(truth.table(name) for name in TABLES)  # the scenario exercises every table
+    # ... and warm restarts: sessions recovered at a restart, one of them expiring provisional
+    recovered = [r for r in truth.broker_sessions if r["start_reason"] == "recovered"]
+    assert {"expired", "server_stopped"} <= {r["end_reason"] for r in recovered}
 
 
 def test_report_is_one_self_contained_page(job: tuple[Path, PipelineResult, list[str]]) -> None:

@@ -124,7 +124,7 @@ def test_from_to_window_starts_a_run_at_its_first_event(
     finally:
         derived.release()
     assert runs == [(ms(100), ms(130), "server_lost"), (ms(200), ms(240), None)]
-    expected = [("n1:1", "C", "b1", 0, A1, ms(210), None, None, None)]
+    expected = [("n1:1", "C", "b1", 0, A1, ms(210), "registered", None, None, None)]
     assert_same_rows(sessions, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected],
                      SESSION_COLUMNS)  # fmt: skip
 

@@ -3,7 +3,8 @@
 Each journal pins edge cases of pipeline-semantics.md: a crash (server_lost), a graceful stop
 (server_stopped), sessions still open at the end, equal timestamps ordered by ``seq``, one
 address registered in two clusters, a session across midnight, a null last heartbeat, a
-torn last line and an empty instance directory.
+torn last line and an empty instance directory, and a warm restart (kill -9, brokers
+recovered: one re-registers and is disconnected later, one expires provisional).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pynamesrv.pipeline.sessions import AVAILABILITY_COLUMNS, LATENCY_COLUMNS, S
 from .journals import (
     T0,
     assert_same_rows,
+    broker_recovered,
     heartbeat,
     ms,
     registered,
@@ -33,6 +35,7 @@ from .journals import (
     started,
     stopped,
     topic_removed,
+    warm_started,
     write_journal,
 )
 
@@ -106,15 +109,15 @@ def lifecycle(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_sessions_end_at_removal_stop_crash_or_stay_open(lifecycle: Derived) -> None:
     day = 86_400
     expected = [
-        ("n1:1", "C", "b1", 0, A1, ms(10), ms(95), "expired", 85.0),
-        ("n1:1", "C", "b2", 0, A2, ms(10), ms(50), "unregister", 40.0),
-        ("n1:1", "C", "b2", 0, A2, ms(50), ms(130), "server_lost", 80.0),
-        ("n1:1", "C", "b1", 0, A1, ms(100), ms(130), "server_lost", 30.0),
-        ("n1:1", "C", "b1", 0, A1, ms(210), ms(260), "server_stopped", 50.0),
-        ("n1:1", "C2", "b1", 0, A1, ms(210), ms(240), "channel_idle", 30.0),
-        ("n1:1", "C", "b1", 0, A1, ms(310), None, None, None),
-        ("n1:1", "C", "b3", 1, A3, ms(320), None, None, None),
-        ("n2:1", "C", "b1", 0, A1, ms(day - 30), ms(day + 30), "expired", 60.0),
+        ("n1:1", "C", "b1", 0, A1, ms(10), "registered", ms(95), "expired", 85.0),
+        ("n1:1", "C", "b2", 0, A2, ms(10), "registered", ms(50), "unregister", 40.0),
+        ("n1:1", "C", "b2", 0, A2, ms(50), "registered", ms(130), "server_lost", 80.0),
+        ("n1:1", "C", "b1", 0, A1, ms(100), "registered", ms(130), "server_lost", 30.0),
+        ("n1:1", "C", "b1", 0, A1, ms(210), "registered", ms(260), "server_stopped", 50.0),
+        ("n1:1", "C2", "b1", 0, A1, ms(210), "registered", ms(240), "channel_idle", 30.0),
+        ("n1:1", "C", "b1", 0, A1, ms(310), "registered", None, None, None),
+        ("n1:1", "C", "b3", 1, A3, ms(320), "registered", None, None, None),
+        ("n2:1", "C", "b1", 0, A1, ms(day - 30), "registered", ms(day + 30), "expired", 60.0),
     ]
     actual = lifecycle.table("broker_sessions").collect()
     assert_same_rows(
@@ -351,4 +354,127 @@ def test_topic_distribution_from_the_last_snapshot(spark: SparkSession, tmp_path
         actual,
         [dict(zip(DISTRIBUTION_COLUMNS, r, strict=True)) for r in expected],
         DISTRIBUTION_COLUMNS,
+    )
+
+
+# ----------------------------------------------------------------------------- warm restart
+
+
+@pytest.fixture(scope="module")
+def warm_restart(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Derived]:
+    """w:1 is killed (-9) after 70 and restarted warm at 100: bA and bB are recovered
+    (provisional); bA registers again at 101 and its connection closes at 170; bB never comes
+    back and expires at its deadline (70 + 120 s). o:1 is the same crash written by a server
+    that recovered nothing it journaled (no broker_recovered line): its later removal of bA
+    belongs to no session."""
+    root = tmp_path_factory.mktemp("warm")
+    write_journal(
+        root,
+        "w:1",
+        [
+            started(0),
+            snapshot(0),
+            registered(10, "C", "bA", A1, added={"T": (4, 4, 6)}),
+            registered(10, "C", "bB", A2, added={"T": (4, 4, 6)}),
+            heartbeat(40, "C", "bA", A1),
+            heartbeat(40, "C", "bB", A2),
+            route_queries(60, {"T": 3}),
+            heartbeat(70, "C", "bA", A1),
+            heartbeat(70, "C", "bB", A2),  # the last line before kill -9
+            warm_started(100, brokers=2),
+            broker_recovered(100, "C", "bA", A1, last_heartbeat=70),
+            broker_recovered(100, "C", "bB", A2, last_heartbeat=70),
+            snapshot(100, {"T": [("bA", 4, 4, 6), ("bB", 4, 4, 6)]}),
+            registered(101, "C", "bA", A1, first=False, recovered=True),
+            route_queries(120, {"T": 6}),
+            heartbeat(131, "C", "bA", A1),
+            heartbeat(161, "C", "bA", A1),
+            removed(170, "C", "bA", A1, "channel_closed", 161),
+            route_queries(180, {"T": 12}),
+            removed(190, "C", "bB", A2, "expired", 70),
+            stopped(250),
+        ],
+    )
+    write_journal(
+        root,
+        "o:1",
+        [
+            started(0),
+            registered(10, "C", "bA", A1),
+            heartbeat(40, "C", "bA", A1),
+            started(100),
+            heartbeat(130, "C", "bA", A1),
+            removed(170, "C", "bA", A1, "channel_closed", 130),
+            stopped(200),
+        ],
+    )
+    derived = derive(spark, root)
+    yield derived
+    derived.release()
+
+
+def test_warm_restart_starts_recovered_sessions_that_later_removals_end(
+    warm_restart: Derived,
+) -> None:
+    expected = [
+        ("w:1", "C", "bA", 0, A1, ms(10), "registered", ms(70), "server_lost", 60.0),
+        ("w:1", "C", "bB", 0, A2, ms(10), "registered", ms(70), "server_lost", 60.0),
+        ("w:1", "C", "bA", 0, A1, ms(100), "recovered", ms(170), "channel_closed", 70.0),
+        ("w:1", "C", "bB", 0, A2, ms(100), "recovered", ms(190), "expired", 90.0),
+        # no broker_recovered: the removal at 170 ends no session (run 1's ended at 40)
+        ("o:1", "C", "bA", 0, A1, ms(10), "registered", ms(40), "server_lost", 30.0),
+    ]
+    actual = warm_restart.table("broker_sessions").collect()
+    assert_same_rows(
+        actual, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected], SESSION_COLUMNS
+    )
+
+
+def test_warm_restart_routed_time_covers_both_sides_and_counts_outages(
+    warm_restart: Derived,
+) -> None:
+    covered = 70 + 150  # run 1 lost at 70, run 2 from 100 to the stop at 250
+    expected = [
+        ("w:1", "C", "bA", 0, A1, DAY1, 130.0, 130 / covered, 1, None),
+        ("w:1", "C", "bB", 0, A2, DAY1, 150.0, 150 / covered, 1, None),
+        ("o:1", "C", "bA", 0, A1, DAY1, 30.0, 30 / (40 + 100), 0, None),
+    ]
+    actual = warm_restart.table("broker_availability").collect()
+    assert_same_rows(
+        actual,
+        [dict(zip(AVAILABILITY_COLUMNS, r, strict=True)) for r in expected],
+        AVAILABILITY_COLUMNS,
+    )
+
+
+def test_warm_restart_removals_of_provisional_brokers_keep_their_latency(
+    warm_restart: Derived,
+) -> None:
+    expected = [
+        ("w:1", "C", "bA", 0, A1, ms(170), ms(161), 9.0, "channel_closed"),
+        ("w:1", "C", "bB", 0, A2, ms(190), ms(70), 120.0, "expired"),
+        ("o:1", "C", "bA", 0, A1, ms(170), ms(130), 40.0, "channel_closed"),
+    ]
+    actual = warm_restart.table("detection_latency").collect()
+    assert_same_rows(
+        actual, [dict(zip(LATENCY_COLUMNS, r, strict=True)) for r in expected], LATENCY_COLUMNS
+    )
+
+
+def test_warm_restart_recovered_routes_are_stale_from_the_last_beat_before_it(
+    warm_restart: Derived,
+) -> None:
+    """Both recovered brokers last beat at 70: stale from the restart (70 + 30 < 100) until
+    bA registers at 101 and until bB expires at 190; T is theirs from the restart's
+    snapshot."""
+    expected = [
+        ("w:1", "T", ms(60), 2, 6, 20.0, 6 * 20 / 60),
+        ("w:1", "T", ms(120), 1, 12, 60.0, 12.0),
+        ("w:1", "T", ms(180), 1, 0, 10.0, 0.0),
+    ]
+    actual = warm_restart.table("stale_route_exposure").collect()
+    assert_same_rows(
+        actual, [dict(zip(EXPOSURE_COLUMNS, r, strict=True)) for r in expected], EXPOSURE_COLUMNS
     )

@@ -6,7 +6,8 @@ interval, and every other table ignores them. So at ingestion each broker's hear
 hour file become *segments*: the sorted beat times of the broker between two of its own other
 events (registrations, removals), kept whole in two arrays. The gaps are read from the
 arrays later, for whatever ``--heartbeat-interval`` a run asks, so the store does not depend
-on it; and no later stage sorts millions of heartbeats again.
+on it; and no later stage sorts millions of heartbeats again. A ``broker_recovered`` line (a
+warm restart) is one of the broker's own events: kept as a row, and a segment boundary.
 
 Compact heartbeats (docs/journal.md: no ``broker_name``, ``broker_id``, ``data_version``)
 keep the group's key (``ns``, ``cluster``, ``broker_addr``); each takes the name and id of
@@ -37,11 +38,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pynamesrv.pipeline.runs import HEARTBEAT, RECOVERED, REGISTERED, REMOVED
 from pynamesrv.pipeline.schema import CORRUPT, JOURNAL_SCHEMA
-
-HEARTBEAT: Final = "broker_heartbeat"
-REGISTERED: Final = "broker_registered"
-REMOVED: Final = "broker_removed"
 
 # The journal fields a store row keeps (everything the tables read), typed as the journal's.
 EVENT_FIELDS: Final = (
@@ -150,7 +148,9 @@ def compact(parsed: DataFrame) -> DataFrame:
     corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in parsed.columns else F.lit(False)
     missing = F.col("ts").isNull() | F.col("ns").isNull() | F.col("type").isNull()
     valid = ~corrupt & ~missing
-    identity = valid & F.col("type").isin(HEARTBEAT, REGISTERED, REMOVED)
+    # A broker's own lines: its heartbeats and the events that bound their segments (a
+    # warm restart's broker_recovered among them, so that no segment spans it).
+    identity = valid & F.col("type").isin(HEARTBEAT, REGISTERED, RECOVERED, REMOVED)
     is_beat = valid & (F.col("type") == HEARTBEAT)
     file = F.col("file") if "file" in parsed.columns else F.lit(None).cast("string")
     lines = parsed.select(

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline import TABLES
-from pynamesrv.pipeline.compact import EVENT_FIELDS, HEARTBEAT, compact, segment_starts, segments
+from pynamesrv.pipeline.compact import EVENT_FIELDS, compact, segment_starts, segments
 from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS, topic_distribution
 from pynamesrv.pipeline.divergence import (
     DIVERGENCE_COLUMNS,
@@ -50,8 +50,11 @@ from pynamesrv.pipeline.exposure import (
     stale_route_exposure,
 )
 from pynamesrv.pipeline.runs import (
+    HEARTBEAT,
     HOUR_MS,
+    RECOVERED,
     REGISTERED,
+    SNAPSHOT,
     as_date,
     day_start,
     lifecycle_of,
@@ -66,6 +69,7 @@ from pynamesrv.pipeline.sessions import (
     BROKER,
     LATENCY_COLUMNS,
     SESSION_COLUMNS,
+    START_RECOVERED,
     STATE_COLUMNS,
     broker_availability,
     broker_sessions,
@@ -212,7 +216,7 @@ class Derived:
         return frame
 
     def _compute_spans(self) -> DataFrame:
-        opens = membership_opens(self.recent)
+        opens = membership_opens(self.recent, self.tagged)
         if self.carry is not None:
             opens = opens.unionByName(
                 self.carry.spans.select(
@@ -244,6 +248,7 @@ class Derived:
             "cluster",
             "broker_name",
             "broker_addr",
+            before.alias("beat_at"),
             F.lit(None).cast("long").alias("next_ts"),
         )
 
@@ -251,7 +256,7 @@ class Derived:
         latest = topic_distribution(self.events)
         if self.carry is None:
             return latest
-        with_snapshot = self.events.where(F.col("type") == "snapshot").select("ns").distinct()
+        with_snapshot = self.events.where(F.col("type") == SNAPSHOT).select("ns").distinct()
         kept = self.carry.distribution.join(with_snapshot, "ns", "left_anti")
         return latest.unionByName(kept.select(*DISTRIBUTION_COLUMNS))
 
@@ -455,7 +460,9 @@ def derive(
             "ns",
             F.col("start_ts").alias("ts"),
             F.col("start_seq").alias("seq"),
-            F.lit(REGISTERED).alias("type"),
+            F.when(F.col("start_reason") == START_RECOVERED, F.lit(RECOVERED))
+            .otherwise(F.lit(REGISTERED))
+            .alias("type"),
             F.lit(True).alias("first"),
             "cluster",
             "broker_name",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from pynamesrv.pipeline.runs import SNAPSHOT
+
 DISTRIBUTION_COLUMNS = (
     "ns",
     "topic",
@@ -32,7 +34,7 @@ def topic_distribution(events: DataFrame) -> DataFrame:
     """
     latest_first = Window.partitionBy("ns").orderBy(F.col("ts").desc(), F.col("seq").desc())
     last = (
-        events.where(F.col("type") == "snapshot")
+        events.where(F.col("type") == SNAPSHOT)
         .select("ns", "topics", F.row_number().over(latest_first).alias("rank"))
         .where(F.col("rank") == 1)
     )

@@ -25,11 +25,16 @@ from pyspark.sql import functions as F
 from pynamesrv.pipeline.runs import (
     HEARTBEAT,
     MINUTE_MS,
+    RECOVERED,
     REGISTERED,
     REMOVED,
+    ROUTE_QUERIES,
+    SNAPSHOT,
+    TOPIC_REMOVED,
     as_date,
     day_start,
 )
+from pynamesrv.pipeline.sessions import is_start
 
 EXPOSURE_COLUMNS = (
     "ns",
@@ -43,10 +48,12 @@ EXPOSURE_COLUMNS = (
 
 
 def reduced_beats(events: DataFrame, heartbeat_interval_s: float) -> DataFrame:
-    """ns, ts, seq, type, first, cluster, broker_name, broker_addr, next_ts: registrations,
-    removals, and the heartbeats of each segment that can open or close a stale interval
-    (next_ts: the segment's next beat, null for its last; a segment never spans another event
-    of its broker or of its instance's lifecycle)."""
+    """ns, ts, seq, type, first, cluster, broker_name, broker_addr, beat_at, next_ts:
+    registrations, ``broker_recovered`` lines, removals, and the heartbeats of each segment
+    that can open or close a stale interval (next_ts: the segment's next beat, null for its
+    last; a segment never spans another event of its broker or of its instance's lifecycle).
+    ``beat_at`` is the beat the row stands for: its ``ts``, or for ``broker_recovered`` its
+    ``last_heartbeat_ts`` (the broker's last beat before the restart)."""
     gap = round(heartbeat_interval_s * 1000)
     beats_ts = F.coalesce(F.col("beat_ts"), F.array(F.col("ts")))
     beats_seq = F.coalesce(F.col("beat_seq"), F.array(F.col("seq")))
@@ -87,11 +94,15 @@ def reduced_beats(events: DataFrame, heartbeat_interval_s: float) -> DataFrame:
         "cluster",
         "broker_name",
         "broker_addr",
+        F.col("b.ts").alias("beat_at"),
         "b.next_ts",
     )
-    marks = events.where(F.col("type").isin(REGISTERED, REMOVED)).select(
+    beat_at = F.when(
+        F.col("type") == RECOVERED, F.coalesce(F.col("last_heartbeat_ts"), F.col("ts"))
+    ).otherwise(F.col("ts"))
+    marks = events.where(F.col("type").isin(REGISTERED, RECOVERED, REMOVED)).select(
         "ns", "ts", "seq", "type", "first", "cluster", "broker_name", "broker_addr",
-        F.lit(None).cast("long").alias("next_ts"),
+        beat_at.alias("beat_at"), F.lit(None).cast("long").alias("next_ts"),
     )  # fmt: skip
     return picked.unionByName(marks)
 
@@ -103,10 +114,14 @@ def stale_intervals(beats: DataFrame, heartbeat_interval_s: float) -> DataFrame:
     window is per broker identity and run; a heartbeat with no next event in its run is
     followed by the run's end (``server_stopped``, the last event before a crash, or the
     instance's last event when the session is still open).
+
+    A session starts at a first registration or a ``broker_recovered`` line; the latter's
+    beat is the broker's last one before the restart (``beat_at``), and the stale interval
+    it opens is clipped to the session: ``[max(beat_at + H, start), ...)``.
     """
     interval_ms = round(heartbeat_interval_s * 1000)
     in_order = Window.partitionBy("ns", "cluster", "broker_addr", "run").orderBy("ts", "seq")
-    marker = F.when((F.col("type") == REGISTERED) & F.col("first"), F.lit(True)).when(
+    marker = F.when(is_start(F.col("type"), F.col("first")), F.lit(True)).when(
         F.col("type") == REMOVED, F.lit(False)
     )
     in_session = F.last(marker, ignorenulls=True).over(
@@ -120,7 +135,7 @@ def stale_intervals(beats: DataFrame, heartbeat_interval_s: float) -> DataFrame:
         "broker_addr",
         "type",
         in_session.alias("in_session"),
-        (F.col("ts") + F.lit(interval_ms)).alias("stale_from"),
+        F.greatest(F.col("beat_at") + F.lit(interval_ms), F.col("ts")).alias("stale_from"),
         F.least(following, F.coalesce(F.col("next_ts"), following)).alias("stale_until"),
     )
     return frame.where(
@@ -130,15 +145,42 @@ def stale_intervals(beats: DataFrame, heartbeat_interval_s: float) -> DataFrame:
     ).drop("type", "in_session")
 
 
-def membership_opens(events: DataFrame) -> DataFrame:
-    """ns, ts, seq, broker_name, topic: each topic a registration adds or changes."""
+def membership_opens(events: DataFrame, runs_of: DataFrame | None = None) -> DataFrame:
+    """ns, ts, seq, broker_name, topic: each topic a registration adds or changes, and at a
+    warm restart the routes it recovered: every (broker name, topic) with queue data in the
+    first ``snapshot`` of a run that has ``broker_recovered`` lines, from that snapshot.
+
+    ``events`` and ``runs_of`` carry ``run`` (``runs.tag_runs``); ``runs_of`` (default
+    ``events``) is where the runs with ``broker_recovered`` lines are looked for (the lines
+    may lie before the first of ``events`` in an incremental run).
+    """
     named = F.array_union(
         F.coalesce(F.col("topics_added"), F.array().cast("array<string>")),
         F.coalesce(F.col("topics_changed"), F.array().cast("array<string>")),
     )
-    return events.where((F.col("type") == REGISTERED) & (F.size(named) > 0)).select(
+    registered = events.where((F.col("type") == REGISTERED) & (F.size(named) > 0)).select(
         "ns", "ts", "seq", "broker_name", F.explode(named).alias("topic")
     )
+    source = events if runs_of is None else runs_of
+    warm = source.where(F.col("type") == RECOVERED).select("ns", "run").distinct()
+    first_snapshot = Window.partitionBy("ns", "run").orderBy("ts", "seq")
+    snapshots = (
+        source.where(F.col("type") == SNAPSHOT)
+        .join(F.broadcast(warm), ["ns", "run"])
+        .select("ns", "ts", "seq", "topics", F.row_number().over(first_snapshot).alias("rank"))
+        .where(F.col("rank") == 1)
+    )
+    if runs_of is not None:  # the snapshot itself must be among ``events``
+        snapshots = snapshots.join(
+            events.where(F.col("type") == SNAPSHOT).select("ns", "ts", "seq"), ["ns", "ts", "seq"]
+        )
+    recovered = (
+        snapshots.select("ns", "ts", "seq", F.explode("topics").alias("topic", "queues"))
+        .select("ns", "ts", "seq", "topic", F.explode("queues").alias("q"))
+        .select("ns", "ts", "seq", F.col("q.broker_name").alias("broker_name"), "topic")
+        .distinct()
+    )
+    return registered.unionByName(recovered)
 
 
 def membership(opens: DataFrame, events: DataFrame) -> DataFrame:
@@ -158,7 +200,7 @@ def membership(opens: DataFrame, events: DataFrame) -> DataFrame:
     opened = opens.select(
         "ns", "ts", "seq", "broker_name", "topic", F.lit(True).alias("open"), "run_end_ts"
     )
-    closes = events.where(F.col("type") == "topic_removed").select(
+    closes = events.where(F.col("type") == TOPIC_REMOVED).select(
         "ns",
         "ts",
         "seq",
@@ -258,7 +300,7 @@ def stale_route_exposure(
     # The queries of the stale minutes only: each (ns, minute) row looks its topic up in the
     # route_queries lines of that minute. Exploding every line's counts instead (hundreds of
     # topics per line, a line a minute) would aggregate ~1,000 times the rows needed.
-    lines = events.where(F.col("type") == "route_queries").select(
+    lines = events.where(F.col("type") == ROUTE_QUERIES).select(
         F.col("ns").alias("q_ns"),
         (F.col("ts") - F.lit(MINUTE_MS)).alias("q_minute"),
         "counts",

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pynamesrv.namesrv import recovery
 from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.pipeline.fs import HadoopFS
-from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, STARTED, key
+from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, SNAPSHOT, STARTED, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
 
@@ -97,7 +97,7 @@ def rows_since_base(
         events = _read(spark, chosen, instance).where(F.col("ts") <= F.lit(at_ms))
         bases = {
             r["ns"]: r["base"]
-            for r in events.where(F.col("type").isin(STARTED, "snapshot"))
+            for r in events.where(F.col("type").isin(STARTED, SNAPSHOT))
             .groupBy("ns")
             .agg(F.max(key()).alias("base"))
             .collect()
@@ -146,7 +146,7 @@ def next_snapshot(
         batch = later[done : done + count]
         found = (
             _read(spark, batch, ns)
-            .where((F.col("ts") > F.lit(at_ms)) & (F.col("type") == "snapshot"))
+            .where((F.col("ts") > F.lit(at_ms)) & (F.col("type") == SNAPSHOT))
             .orderBy("ts", "seq")
             .select("brokers", "topics")
             .limit(1)

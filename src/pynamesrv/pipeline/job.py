@@ -75,7 +75,9 @@ __all__ = [
     "spark_session",
 ]
 
-FORMAT: Final = 1  # of the store, state and manifest; another value means a whole run
+# Of the store, state and manifest; another value means a whole run. 2: sessions carry
+# start_reason (warm restarts: broker_recovered starts a session).
+FORMAT: Final = 2
 STORE: Final = "_store"
 STATE: Final = "_state"
 REPORT: Final = "report.html"

@@ -25,16 +25,34 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from pynamesrv.namesrv.events import (
+    BrokerHeartbeat,
+    BrokerRecovered,
+    BrokerRegistered,
+    BrokerRemoved,
+    RouteQueries,
+    ServerStarted,
+    ServerStopped,
+    Snapshot,
+    TopicRemoved,
+)
+
 DAY_MS: Final = 86_400_000
 HOUR_MS: Final = 3_600_000
 MINUTE_MS: Final = 60_000
 IDENTITY: Final = ("ns", "cluster", "broker_addr")  # a broker on an instance (5.x liveness key)
 
-REGISTERED: Final = "broker_registered"
-HEARTBEAT: Final = "broker_heartbeat"
-REMOVED: Final = "broker_removed"
-STARTED: Final = "server_started"
-STOPPED: Final = "server_stopped"
+# Line types, named once by ``namesrv.events``.
+REGISTERED: Final = BrokerRegistered.TYPE
+RECOVERED: Final = BrokerRecovered.TYPE
+HEARTBEAT: Final = BrokerHeartbeat.TYPE
+REMOVED: Final = BrokerRemoved.TYPE
+STARTED: Final = ServerStarted.TYPE
+STOPPED: Final = ServerStopped.TYPE
+SNAPSHOT: Final = Snapshot.TYPE
+TOPIC_REMOVED: Final = TopicRemoved.TYPE
+ROUTE_QUERIES: Final = RouteQueries.TYPE
+# The pipeline's own end reason: a run that ended without server_stopped (a crash).
 LOST: Final = "server_lost"
 
 RUN_COLUMNS: Final = (

@@ -94,10 +94,9 @@ JOURNAL_SCHEMA = StructType(
     ]
 )
 
-# The lines the controller writes itself (not registry events), around the events of
-# ``namesrv.events``: together, every type a journal holds.
-SERVER_LINE_TYPES: Final = ("server_started", "server_stopped", "route_queries", "snapshot")
-EVENT_TYPES: Final = (*SERVER_LINE_TYPES, *(cls.TYPE for cls in event_classes()))
+# Every type a journal holds: ``namesrv.events`` defines each line, the controller's own
+# (server_started, snapshot, ...) included.
+EVENT_TYPES: Final = tuple(cls.TYPE for cls in event_classes())
 
 # Event fields no table or routes-at reads, left out of the parse on purpose: every column in
 # the schema is parsed from every line. ``namesrv.events`` stays the one definition of the
@@ -108,7 +107,9 @@ UNREAD_FIELDS: Final = frozenset(
         "caller",  # admin writes: audit trail (pynamesrv journal / logs read it)
         "access_key",
         "topic_mappings",  # 5.x static topics: not part of the canonical route
-        "timeout_ms",  # warm restart only (namesrv.recovery reads the files itself)
+        # warm restart only (namesrv.recovery reads the files itself); broker_recovered's
+        # last_heartbeat_ts is read (as broker_removed's), its timeout_ms is not
+        "timeout_ms",
         "zone_name",
         "enable_acting_master",
         "min_broker_id",  # min_broker_id_changed: what brokers are told, not a route
@@ -117,7 +118,13 @@ UNREAD_FIELDS: Final = frozenset(
         "ha_broker_addr",
         "notify",
         "mappings",  # snapshot: static-topic mappings (warm restart)
-        "recovered",  # server_started: what a warm restart loaded
+        # Two fields of one name: server_started's ``recovered`` (an object: what a warm
+        # restart loaded) and broker_registered's (a boolean: a provisional broker registered
+        # again). One Spark column cannot read both, and no table needs either: a recovered
+        # session starts at its ``broker_recovered`` line (pipeline-semantics.md).
+        "recovered",
+        "damaged",  # server_started: what recovery had to skip
+        "misses_other",  # route_queries: misses are not read either
     }
 )
 

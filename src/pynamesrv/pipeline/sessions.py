@@ -1,9 +1,9 @@
 """broker_sessions, broker_availability and detection_latency (pipeline-semantics.md).
 
 The three answer one question from different sides: when was a broker routed, and how did
-routing end. Sessions are computed once from the few boundary events (first registrations and
-removals) and reused by availability, exposure and divergence, so the bulk of the journal
-(heartbeats) is never sorted here.
+routing end. Sessions are computed once from the few boundary events (first registrations,
+``broker_recovered`` lines and removals) and reused by availability, exposure and divergence,
+so the bulk of the journal (heartbeats) is never sorted here.
 
 Incremental runs (``derive.py``) recompute the days from R on. A session is filed under the day
 it can no longer change (``settle_ms``): its end, or, while it is open or an outage still
@@ -21,6 +21,7 @@ from pynamesrv.pipeline.runs import (
     DAY_MS,
     IDENTITY,
     LOST,
+    RECOVERED,
     REGISTERED,
     REMOVED,
     STOPPED,
@@ -33,12 +34,17 @@ from pynamesrv.pipeline.runs import (
 # A broker as one instance saw it: the key of every table of this module.
 BROKER_ON_INSTANCE = ("ns", "cluster", "broker_name", "broker_id", "broker_addr")
 
+# broker_sessions.start_reason: a first registration, or a warm restart's broker_recovered.
+START_REGISTERED = "registered"
+START_RECOVERED = "recovered"
+
 # What a later run takes over of a session (``derive.Carry``): its start, end and what
 # follows it. ``run`` is found again from the start's (ts, seq).
 STATE_COLUMNS = (
     *BROKER_ON_INSTANCE,
     "start_ts",
     "start_seq",
+    "start_reason",
     "end_ts",
     "end_reason",
     "eff_end_ts",
@@ -48,6 +54,7 @@ STATE_COLUMNS = (
 SESSION_COLUMNS = (
     *BROKER_ON_INSTANCE,
     "start_ts",
+    "start_reason",
     "end_ts",
     "end_reason",
     "duration_s",
@@ -70,11 +77,17 @@ LATENCY_COLUMNS = (
 BROKER = ("ns", "cluster", "broker_name", "broker_id", "broker_addr")
 
 
+def is_start(type_: Column, first: Column) -> Column:
+    """A line that starts a session: a first registration or a warm restart's
+    ``broker_recovered`` (a ``broker_registered`` with ``recovered`` true is first=false: the
+    session it continues began at the broker_recovered line)."""
+    return ((type_ == REGISTERED) & F.coalesce(first, F.lit(False))) | (type_ == RECOVERED)
+
+
 def marks(events: DataFrame) -> DataFrame:
-    """The events that start or end sessions: first registrations and removals."""
-    return events.where(
-        ((F.col("type") == REGISTERED) & F.col("first")) | (F.col("type") == REMOVED)
-    )
+    """The events that start or end sessions: first registrations, ``broker_recovered``
+    lines and removals."""
+    return events.where(is_start(F.col("type"), F.col("first")) | (F.col("type") == REMOVED))
 
 
 def sessions_full(marks: DataFrame) -> DataFrame:
@@ -84,21 +97,19 @@ def sessions_full(marks: DataFrame) -> DataFrame:
     columns: start_seq, run, eff_end_ts (end_ts, or the instance's last event for an open
     session).
 
-    A removal ends a session only inside the session's run and before its ``server_stopped``:
-    a removal in a later run belongs to a later life of the instance.
+    A removal ends a session only when it is the identity's next mark after the start,
+    inside the session's run and before its ``server_stopped``: a removal in a later run
+    belongs to a later life of the instance, and a removal with no session open (its session
+    already ended with its run) ends nothing.
     """
-    after = (
-        Window.partitionBy(*IDENTITY).orderBy("ts", "seq").rowsBetween(1, Window.unboundedFollowing)
-    )
-    removal = F.min(
-        F.when(
-            F.col("type") == REMOVED,
-            F.struct("ts", "seq", F.col("run").alias("run"), "reason"),
-        )
-    ).over(after)
-    starts = marks.withColumn("removal", removal).where(F.col("type") == REGISTERED)
+    in_order = Window.partitionBy(*IDENTITY).orderBy("ts", "seq")
+    following = F.lead(
+        F.struct("ts", "seq", F.col("run").alias("run"), "reason", F.col("type").alias("type"))
+    ).over(in_order)
+    starts = marks.withColumn("removal", following).where(is_start(F.col("type"), F.col("first")))
     ends_here = (
         F.col("removal").isNotNull()
+        & (F.col("removal.type") == REMOVED)
         & (F.col("removal.run") == F.col("run"))
         & (
             F.col("run_stop_key").isNull()
@@ -112,9 +123,13 @@ def sessions_full(marks: DataFrame) -> DataFrame:
         F.col("run_end_reason").isNotNull(), F.col("run_end_ts")
     )
     end_reason = F.when(ends_here, F.col("removal.reason")).otherwise(F.col("run_end_reason"))
+    start_reason = F.when(F.col("type") == RECOVERED, F.lit(START_RECOVERED)).otherwise(
+        F.lit(START_REGISTERED)
+    )
     return starts.select(
         *BROKER_ON_INSTANCE,
         F.col("ts").alias("start_ts"),
+        start_reason.alias("start_reason"),
         end_ts.alias("end_ts"),
         end_reason.alias("end_reason"),
         ((end_ts - F.col("ts")) / 1000.0).alias("duration_s"),

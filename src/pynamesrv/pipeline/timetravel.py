@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from pynamesrv.namesrv import recovery
+from pynamesrv.namesrv.events import BrokerRegistered
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.remoting import fastjson
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 Route = dict[str, list[dict[str, Any]]]
 
-REGISTERED: Final = "broker_registered"
+REGISTERED: Final = BrokerRegistered.TYPE
 
 
 def canonical_json(value: Any) -> bytes:

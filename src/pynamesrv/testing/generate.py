@@ -34,9 +34,16 @@ Why the simulation is built the way it is:
   heartbeat), flapping brokers (short up/down cycles, silent or network drops on all
   instances), one instance missing one broker's heartbeats for a while (a divergence
   interval), topic churn on masters (``broker_registered`` first=false; slaves follow with a
-  new data version), perm wipe/add, kv put/delete, one graceful instance restart and one crash
-  (no ``server_stopped``; the restarted process starts ``seq`` at 1 again, as the real writer
-  does) when the run lasts at least 30 minutes.
+  new data version), perm wipe/add, kv put/delete, and when the run lasts at least 30 minutes
+  three instance restarts (the restarted process starts ``seq`` at 1 again, as the real writer
+  does): a warm rolling restart (SIGTERM, back within 0.3-1.5 s), a warm crash (kill -9, no
+  ``server_stopped``, down 5-110 s, so that some brokers may expire while it is down) and a
+  cold restart (``warmRestart=false``, SIGTERM). A warm start recovers its routes the way the
+  server does, with ``namesrv.recovery.recover`` over its own journal directory (the
+  simulated kill -9 loses no line), journals one ``broker_recovered`` per provisional broker
+  after ``server_started``, and those brokers then register again (``broker_registered``
+  ``recovered: true``) or, for one broker that dies just before the rolling restart
+  (``provisional_expired``), expire at their deadline.
 - ``route_queries`` once a minute (and the partial window at stop, as the controller writes
   it): counts for a fixed set of queried topics, which includes the topics of the brokers that
   fail; a queried topic without a route at that moment is a miss, plus a few unknown topics.
@@ -45,11 +52,9 @@ Readings of docs/pipeline-semantics.md this ground truth follows (where the doc 
 could be read two ways):
 
 1. Topic membership (stale_route_exposure) also ends when the instance's running interval
-   ends (server_stopped / server_lost): the route table of a new process starts empty
-   (routes-at), so membership must be re-established by a registration after a restart. The
-   letter of the doc ("until the first later topic_removed") would carry it over a restart;
-   the two readings differ only if a slave re-registers before its master after a restart and
-   then goes stale before the master's registration, which this generator never produces.
+   ends (server_stopped / server_lost). A cold start begins empty; a warm start begins with
+   the routes it recovered, which the truth takes from the registry right after recovery
+   (the topics of its start's snapshot), as the doc says.
 2. ``stale_brokers`` counts addresses whose stale interval is non-empty after clipping to the
    minute *and* to the topic membership.
 3. The ``route_queries`` line written at ``server_stopped`` has an off-minute ``ts``; it is

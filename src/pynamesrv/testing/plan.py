@@ -56,8 +56,9 @@ class Plan:
     bodies: list[RegisterBrokerBody]
     #: per instance: (ts, kind, arg) control events known in advance
     ctrl: list[list[tuple[int, int, Any]]]
-    #: per instance: (start, [(stop_ts, kind, restart_ts)]) kind = STOP or CRASH
-    lifecycle: list[tuple[int, list[tuple[int, int, int]]]]
+    #: per instance: (start, [(stop_ts, kind, restart_ts, warm)]) kind = STOP or CRASH; warm:
+    #: the new process recovers its routes from its journal (warmRestart), else starts empty
+    lifecycle: list[tuple[int, list[tuple[int, int, int, bool]]]]
     stop_ts: list[int]
     queried: list[str]
     rates: list[list[float]]  # per instance, per queried topic: queries a minute
@@ -155,28 +156,35 @@ def make_plan(
     injected: list[dict[str, Any]] = []
     ctrl: list[list[tuple[int, int, Any]]] = [[] for _ in range(instances)]
 
-    # ---- instance lifecycles: a graceful restart and a crash
-    lifecycle: list[tuple[int, list[tuple[int, int, int]]]] = []
+    # ---- instance lifecycles: a warm rolling restart (SIGTERM, back within 1.5 s), a warm
+    # crash (kill -9; down long enough that some brokers may expire while it is down) and a
+    # cold restart (warmRestart=false: the new process starts empty)
+    lifecycle: list[tuple[int, list[tuple[int, int, int, bool]]]] = []
     for k in range(instances):
         lifecycle.append((start_ms + 97 * k + rng.randint(0, 50), []))
     forbidden: list[tuple[int, int]] = []
+    quick_warm: list[tuple[int, int]] = []  # (instance, stop) of the fast warm restarts
     if run_ms >= MIN_LIFECYCLE_RUN_MS:
-        for kind, k, lo, hi, down_range in (
-            (STOP, 0, 0.25, 0.4, (20_000, 90_000)),
-            (CRASH, 1 % instances, 0.55, 0.75, (30_000, 120_000)),
+        for kind, k, lo, hi, down_range, warm in (
+            (STOP, 0, 0.25, 0.4, (300, 1_500), True),
+            (CRASH, 1 % instances, 0.55, 0.75, (5_000, 110_000), True),
+            (STOP, 0, 0.8, 0.9, (20_000, 90_000), False),
         ):
             at = start_ms + int(run_ms * rng.uniform(lo, hi))
             if at % MINUTE_MS == 0:
                 at += 7
             back = at + rng.randint(*down_range)
-            lifecycle[k][1].append((at, kind, back))
+            lifecycle[k][1].append((at, kind, back, warm))
             forbidden.append((at - 3 * MINUTE_MS, back + 3 * MINUTE_MS))
+            if warm and kind == STOP:
+                quick_warm.append((k, at))
             injected.append(
                 {
                     "kind": "restart" if kind == STOP else "crash",
                     "ns": ns_list[k],
                     "start": at,
                     "end": back,
+                    "warm": warm,
                 }
             )
     stop_ts = []
@@ -208,6 +216,32 @@ def make_plan(
         return None
 
     short = min(20 * MINUTE_MS, max(4 * MINUTE_MS, run_ms // 6))
+
+    # a broker that dies just before a fast warm restart: the restarted instance recovers it
+    # (its deadline is ahead), it never registers again and expires provisional; the other
+    # instances see an ordinary silent death. It comes back after its deadline.
+    for k, at in quick_warm:
+        for _ in range(80):
+            broker = rng.choice(all_brokers)
+            death = at - rng.randint(1_000, 20_000)
+            down = rng.randint(160_000, 300_000)
+            end = death + down + margin
+            if death - margin < broker.start or any(
+                death - margin < e and s < end for s, e in broker.busy
+            ):
+                continue
+            broker.busy.append((death, end))
+            downs.setdefault(broker.idx, []).append((death, death + down, "silent"))
+            injected.append(
+                {
+                    "kind": "provisional_expired",
+                    "ns": ns_list[k],
+                    "broker": broker.addr,
+                    "start": death,
+                    "end": death + down,
+                }
+            )
+            break
 
     def count(rate: float, minimum: int) -> int:
         return max(minimum, round(rate * scale))

@@ -21,13 +21,18 @@ from pynamesrv import __version__
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import (
     BrokerHeartbeat,
+    BrokerRecovered,
     BrokerRegistered,
     BrokerRemoved,
     Event,
     KvChanged,
+    ServerStarted,
+    ServerStopped,
+    Snapshot,
     TopicRemoved,
 )
 from pynamesrv.namesrv.journal import instance_dir_name
+from pynamesrv.namesrv.recovery import recover
 from pynamesrv.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
 from pynamesrv.testing.plan import (
     CLOSE,
@@ -159,10 +164,10 @@ class InstanceSimulator:
                     self.beats.append((first + self.delays[b], b))
         heapq.heapify(self.beats)
         start0, changes = plan.lifecycle[k]
-        self._push(start0, START)
-        for at, kind, back in changes:
+        self._push(start0, START, False)  # the first start: nothing to recover yet
+        for at, kind, back, warm in changes:
             self._push(at, kind)
-            self._push(back, START)
+            self._push(back, START, warm)
         for ts, kind, arg in plan.ctrl[k]:
             self._push(ts, kind, arg)
         if plan.stop_at_end:
@@ -201,7 +206,7 @@ class InstanceSimulator:
     def _control(self, ts: int, kind: int, arg: Any) -> bool:
         """Apply one control event; True when it was the final stop."""
         if kind == START:
-            self._start(ts)
+            self._start(ts, warm=bool(arg))
         elif not self.running:
             pass
         elif kind == SCAN:
@@ -224,7 +229,7 @@ class InstanceSimulator:
         elif kind == STOP:
             self._route_queries(ts)
             self._snapshot(ts)
-            self.journal.record(ts, "server_stopped", {"version": __version__, "config": {}})
+            self.journal.record(ts, ServerStopped.TYPE, {"version": __version__, "config": {}})
             self._end_process(ts, "server_stopped")
             return bool(arg == "final")
         elif kind == CRASH:
@@ -250,8 +255,12 @@ class InstanceSimulator:
             self._emit([KvChanged(namespace=namespace, key=key, op=op)], ts)
         return False
 
-    def _start(self, ts: int) -> None:
-        """A new server process: empty routes, a new ``seq``, its timers."""
+    def _start(self, ts: int, *, warm: bool) -> None:
+        """A new server process: a new ``seq``, its timers, and routes empty or, ``warm``,
+        recovered from its own journal as the server does (``namesrv.recovery.recover``:
+        brokers past their deadline dropped, the others provisional, each journaled as a
+        ``broker_recovered`` line after ``server_started``). The simulated kill -9 loses no
+        line: everything written before the crash is in the files recovery reads."""
         nb = len(self.plan.brokers)
         self.running = True
         self.gen += 1
@@ -259,12 +268,34 @@ class InstanceSimulator:
         self.channels = [object() for _ in range(nb)]
         self.templates = [NO_TEMPLATE] * nb
         self.expiry = []
+        loaded: dict[str, Any] | None = None
+        if warm:
+            self.journal.flush()
+            found = recover(self.journal.directory, self.routes, ts, self.ns)
+            if found is not None:
+                found.load_ms = 0  # wall-clock time: the journal stays reproducible per seed
+                loaded = found.to_record()
         self.journal.new_process()
         self.run_start = self.window_start = ts
+        config = _server_config()
+        if not warm and self.gen > 1:
+            config = {**config, "warmRestart": "false"}
+        # the fields the controller writes (ServerStarted's ``damaged`` it does not)
         self.journal.record(
-            ts, "server_started", {"version": __version__, "config": _server_config()}
+            ts,
+            ServerStarted.TYPE,
+            {"version": __version__, "config": config, "recovered": loaded},
         )
-        self._snapshot(ts)
+        recovered = self.routes.recovered_events()
+        self._emit(list(recovered), ts)
+        snap = self._snapshot(ts)
+        if recovered:
+            # the routes it recovered, topics included, go on from the restart
+            for topic, queues in snap["topics"].items():
+                for queue in queues:
+                    self.facts.join(queue["broker_name"], topic, ts)
+        for event in recovered:
+            heapq.heappush(self.expiry, event.last_heartbeat_ts + event.timeout_ms)
         self.scan_base = ts + min(FIRST_SCAN_MS, self.plan.scan_ms)
         self._push(self.scan_base, SCAN, (self.gen, 0))
         self._push(ts + SNAPSHOT_MS, SNAP, self.gen)
@@ -347,6 +378,14 @@ class InstanceSimulator:
                     facts.join(event.broker_name, topic, ts)
             elif isinstance(event, BrokerHeartbeat):
                 facts.heartbeat(self._index[(event.cluster, event.broker_addr)], ts)
+            elif isinstance(event, BrokerRecovered):
+                facts.open_session(
+                    self._index[(event.cluster, event.broker_addr)],
+                    ts,
+                    event.broker_name,
+                    event.broker_id,
+                    last_beat=event.last_heartbeat_ts,
+                )
             elif isinstance(event, BrokerRemoved):
                 facts.close_session(
                     self._index[(event.cluster, event.broker_addr)], ts, event.reason
@@ -367,10 +406,11 @@ class InstanceSimulator:
             elif isinstance(event, TopicRemoved):
                 facts.topic_removed(event.topic, ts)
 
-    def _snapshot(self, ts: int) -> None:
+    def _snapshot(self, ts: int) -> dict[str, Any]:
         snap = self.routes.snapshot()
-        self.journal.record(ts, "snapshot", snap)
+        self.journal.record(ts, Snapshot.TYPE, snap)
         self.last_topics = snap["topics"]
+        return snap
 
     def _route_queries(self, ts: int) -> None:
         """The minute's route_queries line: counts of the queried topics with a route,

@@ -45,8 +45,12 @@ class Session:
     end_ts: int | None  # None: still open at the end of the data
     end_reason: str | None
     #: Stale intervals [h_i + H, min(h_{i+1}, end)), non-empty ones only, in time order; an
-    #: open session's last one runs to the instance's last event.
+    #: open session's last one runs to the instance's last event. A recovered session's first
+    #: beat is the broker's last one before the restart: its interval starts at the restart
+    #: at the earliest.
     stale: list[tuple[int, int]] = field(default_factory=list)
+    #: "registered" (a first registration) or "recovered" (a warm restart's broker_recovered)
+    start_reason: str = "registered"
 
 
 @dataclass(slots=True)
@@ -77,7 +81,8 @@ class InstanceFacts:
     def __init__(self, addresses: list[tuple[str, str]], hb_ms: int) -> None:
         self.addresses = addresses
         self.hb_ms = hb_ms
-        #: per broker: [start, last heartbeat, stale list, broker name, broker id] or None
+        #: per broker: [start, last heartbeat, stale list, broker name, broker id, start
+        #: reason] or None
         self.open: list[list[Any] | None] = [None] * len(addresses)
         self.running: list[tuple[int, int, str | None]] = []
         self.sessions: list[Session] = []
@@ -86,15 +91,27 @@ class InstanceFacts:
         self._member_since: dict[tuple[str, str], int] = {}
         self._members: dict[str, dict[str, None]] = {}
 
-    def open_session(self, b: int, ts: int, broker_name: str, broker_id: int) -> None:
+    def open_session(
+        self, b: int, ts: int, broker_name: str, broker_id: int, last_beat: int | None = None
+    ) -> None:
+        """A first registration at ``ts``, or (``last_beat`` given) a broker recovered at a
+        warm restart at ``ts`` whose last beat before it was ``last_beat``."""
         assert self.open[b] is None
-        self.open[b] = [ts, ts, [], broker_name, broker_id]
+        reason = "registered" if last_beat is None else "recovered"
+        beat = ts if last_beat is None else last_beat
+        self.open[b] = [ts, beat, [], broker_name, broker_id, reason]
+
+    def _stale_until(self, s: list[Any], ts: int) -> None:
+        """The stale interval from ``s``'s last beat to ``ts``, if any (never before the
+        session's start)."""
+        lo = max(s[1] + self.hb_ms, s[0])
+        if ts > lo:
+            s[2].append((lo, ts))
 
     def heartbeat(self, b: int, ts: int) -> None:
         s = self.open[b]
         assert s is not None
-        if ts - s[1] > self.hb_ms:
-            s[2].append((s[1] + self.hb_ms, ts))
+        self._stale_until(s, ts)
         s[1] = ts
 
     def close_session(self, b: int, end: int, reason: str | None) -> None:
@@ -103,12 +120,18 @@ class InstanceFacts:
         s = self.open[b]
         assert s is not None
         self.open[b] = None
-        stale = s[2]
-        if end > s[1] + self.hb_ms:
-            stale.append((s[1] + self.hb_ms, end))
+        self._stale_until(s, end)
         self.sessions.append(
             Session(
-                cluster, s[3], s[4], addr, s[0], end if reason is not None else None, reason, stale
+                cluster,
+                s[3],
+                s[4],
+                addr,
+                s[0],
+                end if reason is not None else None,
+                reason,
+                s[2],
+                s[5],
             )
         )
 
@@ -176,6 +199,7 @@ def broker_sessions(logs: list[InstanceLog]) -> list[Row]:
                     "broker_id": s.broker_id,
                     "broker_addr": s.broker_addr,
                     "start_ts": s.start_ts,
+                    "start_reason": s.start_reason,
                     "end_ts": s.end_ts,
                     "end_reason": s.end_reason,
                     "duration_s": None if s.end_ts is None else (s.end_ts - s.start_ts) / 1000.0,

@@ -73,6 +73,11 @@ class JournalWriter:
         self._out((short if self._said.repeats(form) else full) % (ts, self.seq))
         self.last_ts = ts
 
+    def flush(self) -> None:
+        """Hand what is buffered to the files (a warm restart reads them back)."""
+        for handle in self._files.values():
+            handle.flush()
+
     def close(self) -> None:
         for handle in self._files.values():
             handle.close()
