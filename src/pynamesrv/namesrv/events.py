@@ -245,8 +245,6 @@ class BrokerRegistered(Event):
 @dataclass(slots=True)
 class BrokerHeartbeat(Event):
     TYPE: ClassVar[str] = "broker_heartbeat"
-    # What a compact line keeps besides ts/ns/seq/type (docs/journal.md): the liveness key.
-    KEY: ClassVar[tuple[str, str]] = ("cluster", "broker_addr")
     cluster: str
     broker_name: str
     broker_id: int

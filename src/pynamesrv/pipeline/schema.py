@@ -125,6 +125,8 @@ UNREAD_FIELDS: Final = frozenset(
         "recovered",
         "damaged",  # server_started: what recovery had to skip
         "misses_other",  # route_queries: misses are not read either
+        "misses_too_long",
+        "counts_other",  # route_queries: hits past the line's cap, on no named topic
     }
 )
 
