@@ -205,20 +205,25 @@ class NamesrvController:
         if self.config.journal_enable and self.config.warm_restart:
             await self._recover()
         try:
-            host, self.port = await self.server.start(self.host, self.config.listen_port)
+            host, self.port = await self.server.start(
+                self.host, self.config.listen_port, serving=False
+            )
         except OSError as exc:
             raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
+        # The journal (named after the port) is listening before the first request: a
+        # recovered broker registering at once is journaled after its broker_recovered line.
+        if self.config.journal_enable:
+            await self._start_journal()
+        await self.server.serve()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
         self._log_access(host)
-        self._timers = [
+        self._timers += [
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
         ]
         if self.auto_expiry:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
-        if self.config.journal_enable:
-            await self._start_journal()
         self.heap.freeze()
 
     def _log_access(self, host: str) -> None:

@@ -32,6 +32,10 @@ class RecordError(ValueError):
 @dataclass(slots=True)
 class Event:
     TYPE: ClassVar[str] = "event"
+    # The fields a line must hold to be read back: what its apply cannot do without. Any
+    # other field it lacks (older journals, a reader that selected only some columns) takes
+    # its default, or the zero of its type.
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
 
     def to_record(self) -> dict[str, Any]:
         """The journal line's payload, without ``ts``/``ns``. Shallow: lists are shared, the
@@ -44,17 +48,19 @@ class Event:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Self:
         """The event a journal line holds, every field checked against its declared type
-        (and integers against Java's long): RecordError otherwise. An absent or null field
-        takes its default (older journals lack the fields added since); a field without a
-        default must be present unless its type allows null."""
+        (and integers against Java's long): RecordError otherwise. A ``REQUIRED`` field must
+        be there; any other absent or null field takes its default (or null, or the zero of
+        its type)."""
         values: dict[str, Any] = {}
         for spec in _specs(cls):  # type: ignore[arg-type]  # classes hash by id
             value = record.get(spec.name)
             if value is None:
+                if spec.name in cls.REQUIRED:
+                    raise RecordError(f"{cls.TYPE}: {spec.name} is missing")
                 if spec.nullable:
                     values[spec.name] = None
                 elif not spec.has_default:
-                    raise RecordError(f"{cls.TYPE}: {spec.name} is missing")
+                    values[spec.name] = spec.kind()
                 continue
             if spec.kind is not object and (
                 type(value) is not spec.kind and not _is_kind(value, spec.kind)
@@ -194,6 +200,7 @@ def data_version_of(record: Mapping[str, Any] | None) -> DataVersion:
 @dataclass(slots=True)
 class BrokerRegistered(Event):
     TYPE: ClassVar[str] = "broker_registered"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cluster", "broker_name", "broker_id", "broker_addr")
     cluster: str
     broker_name: str
     broker_id: int
@@ -245,23 +252,12 @@ class BrokerRegistered(Event):
 @dataclass(slots=True)
 class BrokerHeartbeat(Event):
     TYPE: ClassVar[str] = "broker_heartbeat"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cluster", "broker_addr")  # all a compact line has
     cluster: str
     broker_name: str
     broker_id: int
     broker_addr: str
     data_version: dict[str, int]
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        """A full line, or a compact one read as it stands (without its file's full line):
-        the liveness key is all that applying a heartbeat reads."""
-        if record.get("broker_name") is None:
-            record = {**record, **_COMPACT_FILL}
-        return super(BrokerHeartbeat, cls).from_record(record)
-
-
-# What a compact heartbeat leaves out, as ``from_record`` fills it in when read alone.
-_COMPACT_FILL: Final = {"broker_name": "", "broker_id": -1, "data_version": {}}
 
 
 @dataclass(slots=True)
@@ -273,6 +269,7 @@ class BrokerRecovered(Event):
     ``server_started``, with the start's ``ts``."""
 
     TYPE: ClassVar[str] = "broker_recovered"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cluster", "broker_addr", "last_heartbeat_ts")
     cluster: str
     broker_name: str
     broker_id: int
@@ -284,6 +281,7 @@ class BrokerRecovered(Event):
 @dataclass(slots=True)
 class BrokerRemoved(Event):
     TYPE: ClassVar[str] = "broker_removed"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cluster", "broker_name", "broker_addr")
     cluster: str
     broker_name: str
     broker_id: int
@@ -295,6 +293,7 @@ class BrokerRemoved(Event):
 @dataclass(slots=True)
 class TopicRemoved(Event):
     TYPE: ClassVar[str] = "topic_removed"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("topic",)
     topic: str
     reason: str
     caller: str | None = None  # admin writes: the peer's ip:port (audit trail)
@@ -309,6 +308,7 @@ class TopicQueuesChanged(Event):
     a snapshot's topic entry, so a reader replaces rather than merges."""
 
     TYPE: ClassVar[str] = "topic_queues_changed"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("topic", "queues")
     topic: str
     reason: str  # "registered" or "deleted_in_cluster"
     queues: list[dict[str, Any]]
@@ -325,6 +325,7 @@ class TopicQueuesChanged(Event):
 @dataclass(slots=True)
 class PermChanged(Event):
     TYPE: ClassVar[str] = "perm_changed"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("broker_name", "op")
     WIPE: ClassVar[str] = "wipe"  # the write bit cleared on every topic of the group
     ADD: ClassVar[str] = "add"  # perm set to read and write (6)
     broker_name: str
@@ -404,6 +405,7 @@ class Snapshot(Event):
     """The whole route state (``JournalReplay.snapshot``): a base any reader can start from."""
 
     TYPE: ClassVar[str] = "snapshot"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("brokers", "topics")
     brokers: list[dict[str, Any]]
     topics: dict[str, list[dict[str, Any]]]
     mappings: dict[str, dict[str, Any]] = field(default_factory=dict)

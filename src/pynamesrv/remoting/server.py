@@ -521,13 +521,26 @@ class RemotingServer:
             )
             victim.close(ERROR)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, serving: bool = True) -> tuple[str, int]:
+        """Bind (the address it bound is returned) and, unless ``serving`` is false, accept:
+        a caller that must finish its own start once the port is known (the journal, named
+        after the port) binds first and calls ``serve`` after."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), host, port, backlog=self.backlog, reuse_address=True
+            lambda: Connection(self),
+            host,
+            port,
+            backlog=self.backlog,
+            reuse_address=True,
+            start_serving=serving,
         )
         sockname = self._server.sockets[0].getsockname()
         return sockname[0], sockname[1]
+
+    async def serve(self) -> None:
+        """Start accepting on the address ``start(serving=False)`` bound."""
+        assert self._server is not None
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, wait for pending answers."""
