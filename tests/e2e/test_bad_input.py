@@ -145,6 +145,22 @@ async def test_undecodable_register_body_is_an_error_answer(namesrv: NamesrvCont
     assert namesrv.routes.broker_addr_table == {}
 
 
+@pytest.mark.parametrize("field", ["clusterName", "brokerName", "brokerAddr", "haServerAddr"])
+async def test_a_registration_with_an_over_long_name_is_refused_and_journals_nothing(
+    namesrv: NamesrvController, field: str
+) -> None:
+    """Issue 23: each of a broker's journal lines repeats its names (a compact heartbeat its
+    cluster and address), so a 1 MB name would have made every heartbeat a megabyte."""
+    request = register_request()
+    request.ext_fields[field] = "x" * 1_000_000  # type: ignore[index]
+    answer = await request_raw(namesrv, request)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark == f"{field} is longer than 255 characters (1000000)"
+    assert namesrv.routes.broker_addr_table == {}
+    request.ext_fields[field] = "x" * 255  # type: ignore[index]
+    assert (await request_raw(namesrv, request)).code == ResponseCode.SUCCESS
+
+
 async def test_register_without_broker_id_is_an_error_answer(namesrv: NamesrvController) -> None:
     request = register_request()
     del request.ext_fields["brokerId"]  # type: ignore[union-attr]

@@ -113,6 +113,30 @@ def _bool(request: RemotingCommand, name: str) -> bool:
     return text is not None and text.lower() == "true"
 
 
+# The header fields of a registration that the registry keeps and journals with every line
+# of the broker (a compact heartbeat holds cluster and address): bounded, so that no
+# registrant can make each of its heartbeats megabytes. RocketMQ's own names are far shorter
+# (topics at most 127 characters; broker names and addresses a few dozen).
+_REGISTRATION_NAMES: Final = (
+    "clusterName",
+    "brokerName",
+    "brokerAddr",
+    "haServerAddr",
+    "__ZONE_NAME",
+)
+MAX_NAME_LENGTH: Final = 255
+
+
+def _bounded_name(request: RemotingCommand, name: str) -> None:
+    value = request.field(name)
+    if value is not None and len(value) > MAX_NAME_LENGTH:
+        raise RequestError(
+            ResponseCode.SYSTEM_ERROR,
+            f"{name} is longer than {MAX_NAME_LENGTH} characters ({len(value)})",
+            {},
+        )
+
+
 def _required(value: Any, name: str) -> Any:
     if value is None:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"NullPointerException: {name} is null")
@@ -319,6 +343,8 @@ class DefaultRequestProcessor:
         broker_id = _required(_long(request, "brokerId"), "brokerId")
         compressed = _bool(request, "compressed")
         enable_acting = request.field("enableActingMaster")
+        for name in _REGISTRATION_NAMES:
+            _bounded_name(request, name)
         registration = {
             "cluster": _required(request.field("clusterName"), "clusterName"),
             "broker_addr": _required(request.field("brokerAddr"), "brokerAddr"),
