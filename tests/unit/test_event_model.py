@@ -197,3 +197,33 @@ def test_a_journal_damaged_at_the_byte_level_is_recovered_from_never_fatal(
         routes.pickup_route(topic)  # answers (a route or none), never raises
     if found is not None:
         assert found.brokers == len(routes.broker_live_table) <= 3
+
+
+def test_a_registration_that_drops_topics_counts_what_the_group_keeps() -> None:
+    """deleteTopicWithBrokerRegistration: the decision counts the group's topics as its
+    apply leaves them, the dropped ones gone (its events are applied after it)."""
+    routes = RouteInfoManager()
+
+    def registration(topics: list[str], counter: int) -> list[Any]:
+        body = RegisterBrokerBody(
+            DataVersion(T0, counter), [TopicConfig(t, 4, 4, 6) for t in topics], []
+        )
+        raw = body.encode(compressed=False)
+        return routes.register_broker(
+            cluster="C",
+            broker_addr="10.0.0.5:10911",
+            broker_name="b",
+            broker_id=0,
+            ha_server_addr=None,
+            body_digest=hash(raw),
+            load_body=lambda: RegisterBrokerBody.decode(raw, compressed=False, version=453),
+            channel=None,
+            now_ms=T0,
+            delete_missing_topics=True,
+        ).events
+
+    assert registration(["T1", "T2", "T3"], 1)[0].topic_count == 3
+    registered, *drops = registration(["T1", "T4"], 2)
+    assert (registered.topic_count, registered.topics_removed) == (2, ["T2", "T3"])
+    assert [d.TYPE for d in drops] == ["topic_removed", "topic_removed"]
+    assert sorted(routes.all_topics()) == ["T1", "T4"]

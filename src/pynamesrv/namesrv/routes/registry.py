@@ -189,7 +189,7 @@ class RouteRegistry(TopicEdits):
                 topics_added=added,
                 topics_removed=dropped,
                 topics_changed=changed,
-                topic_count=len(broker_topics) + _new_to(broker_topics, added),
+                topic_count=len(broker_topics) - len(dropped) + _new_to(broker_topics, added),
                 topic_configs=QueueConfigs(applied, perm_mask),
                 topic_mappings=mapped,
                 timeout_ms=timeout_ms,
