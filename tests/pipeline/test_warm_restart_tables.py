@@ -17,11 +17,7 @@ notes); pausing keeps the test about the tables.
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import socket
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +26,10 @@ from pyspark.sql import SparkSession
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.cli.pipeline import pipeline
-from pynamesrv.namesrv.journal import journal_files, read_records
-from pynamesrv.remoting.client import RemotingClient, RemotingError
-from waiting import GUARD_S, wait_for
+from served import Served, free_port, journal
+from waiting import wait_for
 
-ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 CLUSTER = "WarmTables"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def journal(root: Path) -> list[dict[str, Any]]:
-    return list(read_records(journal_files(root)))
 
 
 def runs(root: Path) -> list[list[dict[str, Any]]]:
@@ -57,46 +41,6 @@ def runs(root: Path) -> list[list[dict[str, Any]]]:
         if out:
             out[-1].append(line)
     return out
-
-
-@dataclass
-class Served:
-    """``pynamesrv serve`` in a subprocess, started again on the same port and journal."""
-
-    port: int
-    journal: Path
-    log: Path
-    config: Path
-    proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                ENTRY_POINT, "serve", "-c", str(self.config),
-                "--listen", "127.0.0.1", "--port", str(self.port),
-                "--http-port", "0", "--journal-dir", str(self.journal),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=log,
-            )  # fmt: skip
-        await wait_for(self._answers, f"serve on port {self.port}")
-
-    async def _answers(self) -> bool:
-        assert self.proc is not None and self.proc.returncode is None, self.log.read_text()
-        try:
-            client = await RemotingClient.connect("127.0.0.1", self.port, timeout=1)
-        except RemotingError:
-            return False
-        await client.close()
-        return True
-
-    async def stop(self, sig: signal.Signals) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = await asyncio.wait_for(self.proc.wait(), GUARD_S)
-        assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), self.log.read_text()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()  # our own child, by its handle
 
 
 def broker(namesrv: str, name: str, port: int) -> BrokerClient:

@@ -35,8 +35,18 @@ def test_every_reader_lists_the_line_types_of_the_event_classes() -> None:
     assert {"broker_registered", "broker_recovered", "snapshot"} <= recovery.REPLAYED
 
 
-def register(routes: RouteInfoManager, now: int, *, timeout_ms: int | None = None) -> list[Any]:
-    body = RegisterBrokerBody(DataVersion(T0, 1), [TopicConfig("T", 4, 4, 6)], [])
+def register(
+    routes: RouteInfoManager,
+    now: int,
+    *,
+    timeout_ms: int | None = None,
+    topics: tuple[str, ...] = ("T",),
+    counter: int = 1,
+    delete_missing: bool = False,
+) -> list[Any]:
+    body = RegisterBrokerBody(
+        DataVersion(T0, counter), [TopicConfig(t, 4, 4, 6) for t in topics], []
+    )
     raw = body.encode(compressed=False)
     return routes.register_broker(
         cluster="C",
@@ -46,9 +56,10 @@ def register(routes: RouteInfoManager, now: int, *, timeout_ms: int | None = Non
         ha_server_addr=None,
         body_digest=hash(raw),
         load_body=lambda: RegisterBrokerBody.decode(raw, compressed=False, version=453),
-        channel=object(),
+        channel=None,
         now_ms=now,
         heartbeat_timeout_ms=timeout_ms,
+        delete_missing_topics=delete_missing,
     ).events
 
 
@@ -205,22 +216,7 @@ def test_a_registration_that_drops_topics_counts_what_the_group_keeps() -> None:
     routes = RouteInfoManager()
 
     def registration(topics: list[str], counter: int) -> list[Any]:
-        body = RegisterBrokerBody(
-            DataVersion(T0, counter), [TopicConfig(t, 4, 4, 6) for t in topics], []
-        )
-        raw = body.encode(compressed=False)
-        return routes.register_broker(
-            cluster="C",
-            broker_addr="10.0.0.5:10911",
-            broker_name="b",
-            broker_id=0,
-            ha_server_addr=None,
-            body_digest=hash(raw),
-            load_body=lambda: RegisterBrokerBody.decode(raw, compressed=False, version=453),
-            channel=None,
-            now_ms=T0,
-            delete_missing_topics=True,
-        ).events
+        return register(routes, T0, topics=tuple(topics), counter=counter, delete_missing=True)
 
     assert registration(["T1", "T2", "T3"], 1)[0].topic_count == 3
     registered, *drops = registration(["T1", "T4"], 2)
