@@ -168,6 +168,7 @@ class NamesrvController:
         self._recovering = False  # provisional brokers left (logged once when none is)
         self._window_start_ms = 0
         self._stopped = False
+        self.going_away = False  # a graceful shutdown answers new clients GO_AWAY
         self._timers: list[asyncio.Task[None]] = []
         self.notifier = MinBrokerIdNotifier(
             self.config, self.config.rocketmq_remoting_version, send=notify_send
@@ -498,6 +499,7 @@ class NamesrvController:
         another name server behind the same address) at once instead of failing later.
         Older clients, which do not know the code, are served as before. The route fast
         path answers unread requests, so it stops: every request is decoded and checked."""
+        self.going_away = True
         self.server.raw_answerer = None
         self.server.handler = self._handle_going_away
 
