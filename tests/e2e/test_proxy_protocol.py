@@ -277,3 +277,21 @@ def test_trusted_addresses_key_refuses_what_is_not_a_network() -> None:
     assert entry.parse(" 10.0.0.0/8 , 192.0.2.7;fd00::/8 ") == "10.0.0.0/8;192.0.2.7;fd00::/8"
     with pytest.raises(SettingError, match="CIDR"):
         entry.parse("10.0.0.0/8;lb.example.com")
+
+
+async def test_start_warns_when_headers_are_believed_from_anyone(
+    start_namesrv: StartNamesrv, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="pynamesrv"):
+        await start_namesrv(proxyProtocol="auto")
+        await start_namesrv(proxyProtocol="required", proxyProtocolTrustedAddresses="10.0.0.0/8")
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if "PROXY" in r.getMessage()]
+    assert lines == [
+        (
+            "WARNING",
+            "PROXY protocol auto from any address: any peer may claim any client address (for "
+            "ACL address checks and the audit log); set proxyProtocolTrustedAddresses to the "
+            "load balancers",
+        ),
+        ("INFO", "PROXY protocol required: headers from 10.0.0.0/8"),
+    ]

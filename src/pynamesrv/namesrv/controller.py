@@ -224,6 +224,7 @@ class NamesrvController:
         await self.server.serve()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
+        self._log_proxy_protocol()
         self._log_access(host)
         self._timers += [
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
@@ -231,6 +232,25 @@ class NamesrvController:
         if self.auto_expiry:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
         self.heap.freeze()
+
+    def _log_proxy_protocol(self) -> None:
+        """Say whose PROXY headers are believed; warn when anyone's are."""
+        policy = self.server.proxy
+        if policy.mode is ProxyMode.OFF:
+            return
+        if policy.trusted:
+            log.info(
+                "PROXY protocol %s: headers from %s",
+                policy.mode.value,
+                ", ".join(str(n) for n in policy.trusted),
+            )
+        else:
+            log.warning(
+                "PROXY protocol %s from any address: any peer may claim any client address "
+                "(for ACL address checks and the audit log); set proxyProtocolTrustedAddresses "
+                "to the load balancers",
+                policy.mode.value,
+            )
 
     def _log_access(self, host: str) -> None:
         """Say how admin writes are guarded; warn when anyone on the network may make them."""

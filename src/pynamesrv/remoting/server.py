@@ -17,7 +17,10 @@ connections hold together are capped by ``max_buffered_bytes``; connections beyo
 TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
 (a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
 other byte means plain text; ``tls.server.mode`` says which of the two the port accepts. A
-plain connection pays one ``is None`` check per read for this, no more.
+plain connection pays one ``is None`` check per read for this, no more. Before that, when
+``proxyProtocol`` allows it, a PROXY protocol header (``proxy_protocol``) from a load
+balancer is read and its client address becomes the connection's ``peer``; an incomplete
+header and a TLS handshake are timed like a frame.
 
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
