@@ -32,8 +32,9 @@ from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
-from pynamesrv.remoting.tls import client_context
+from pynamesrv.remoting.tls import TlsSession, client_context
 from tls_pki import KEY_PASSWORD, TlsFiles
+from waiting import wait_for
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 TOPIC = "TlsTopic"
@@ -604,3 +605,37 @@ async def test_key_passwords_are_never_reported_but_stay_in_the_config_store(
     stored = Path(ns.config.config_store_path).read_text()
     assert f"tls.server.keyPassword={KEY_PASSWORD}\n" in stored  # a restart still loads
     assert f"httpTlsKeyPassword={KEY_PASSWORD}\n" in stored
+
+
+async def test_a_trickled_client_hello_is_closed_at_the_frame_deadline(
+    start_namesrv: StartNamesrv, tls_files: TlsFiles
+) -> None:
+    """The handshake counts against frameReadTimeoutSeconds, as a frame does: a ClientHello
+    sent a byte at a time (each byte resets the idle timeout) must not hold its connection
+    slot, or half-open handshakes fill maxConnections."""
+    ns = await start_namesrv(
+        frameReadTimeoutSeconds=1, **cert_keys(tls_files.server_cert, tls_files.server_key)
+    )
+    hello = TlsSession(trusting(tls_files), server_side=False).start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
+
+    async def trickle() -> None:  # a byte now and then keeps the idle timeout away
+        for byte in hello:
+            if writer.is_closing():
+                return
+            writer.write(bytes([byte]))
+            await asyncio.sleep(0.2)
+
+    trickler = asyncio.create_task(trickle())
+    try:
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # no ServerHello: closed
+    finally:
+        trickler.cancel()
+        writer.close()
+    assert ns.server.refused["frame_timeout"] == 1
+    await wait_for(lambda: not ns.server.connections, "the slot freed")
+    # A handshake that completes in time is not cut short by the same clock.
+    client = await RemotingClient.connect("127.0.0.1", ns.port, ssl_context=trusting(tls_files))
+    answer = await client.request(route_query(), timeout=10)
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    await client.close()

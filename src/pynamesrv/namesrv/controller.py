@@ -37,8 +37,9 @@ from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
-from pynamesrv.remoting.codes import Version
+from pynamesrv.remoting.codes import ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.proxy_protocol import ProxyMode, ProxyPolicy, parse_networks
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
 
@@ -153,6 +154,10 @@ class NamesrvController:
             limits=server_limits(self.config),
             backlog=self.config.server_socket_backlog,
             tls=self.tls,
+            proxy=ProxyPolicy(
+                ProxyMode(self.config.proxy_protocol),
+                parse_networks(self.config.proxy_protocol_trusted_addresses),
+            ),
         )
         self.port = 0
         self.journal: Journal | None = None
@@ -163,6 +168,7 @@ class NamesrvController:
         self._recovering = False  # provisional brokers left (logged once when none is)
         self._window_start_ms = 0
         self._stopped = False
+        self.going_away = False  # a graceful shutdown answers new clients GO_AWAY
         self._timers: list[asyncio.Task[None]] = []
         self.notifier = MinBrokerIdNotifier(
             self.config, self.config.rocketmq_remoting_version, send=notify_send
@@ -218,6 +224,7 @@ class NamesrvController:
         await self.server.serve()
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
+        self._log_proxy_protocol()
         self._log_access(host)
         self._timers += [
             asyncio.create_task(self._every(KV_PRINT_FIRST_S, KV_PRINT_PERIOD_S, self.print_kv)),
@@ -225,6 +232,25 @@ class NamesrvController:
         if self.auto_expiry:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
         self.heap.freeze()
+
+    def _log_proxy_protocol(self) -> None:
+        """Say whose PROXY headers are believed; warn when anyone's are."""
+        policy = self.server.proxy
+        if policy.mode is ProxyMode.OFF:
+            return
+        if policy.trusted:
+            log.info(
+                "PROXY protocol %s: headers from %s",
+                policy.mode.value,
+                ", ".join(str(n) for n in policy.trusted),
+            )
+        else:
+            log.warning(
+                "PROXY protocol %s from any address: any peer may claim any client address "
+                "(for ACL address checks and the audit log); set proxyProtocolTrustedAddresses "
+                "to the load balancers",
+                policy.mode.value,
+            )
 
     def _log_access(self, host: str) -> None:
         """Say how admin writes are guarded; warn when anyone on the network may make them."""
@@ -478,9 +504,32 @@ class NamesrvController:
         wait_s = self.config.shutdown_wait_time_seconds
         if not self.config.enable_shutdown_gracefully or wait_s <= 0:
             return
-        log.info("graceful shutdown: still serving for %d s (signal again to stop now)", wait_s)
+        log.info(
+            "graceful shutdown: still serving for %d s, answering GO_AWAY to clients newer "
+            "than 5.3.1 (signal again to stop now)",
+            wait_s,
+        )
+        self.go_away()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(interrupted.wait(), wait_s)
+
+    def go_away(self) -> None:
+        """From now on answer every request of a client newer than 5.3.1 with GO_AWAY, as
+        Java's NettyRemotingAbstract does while it shuts down: such a client reconnects (to
+        another name server behind the same address) at once instead of failing later.
+        Older clients, which do not know the code, are served as before. The route fast
+        path answers unread requests, so it stops: every request is decoded and checked."""
+        self.going_away = True
+        self.server.raw_answerer = None
+        self.server.handler = self._handle_going_away
+
+    def _handle_going_away(self, request: RemotingCommand, conn: Connection) -> Answer:
+        if request.version <= Version.V5_3_1:
+            return self.handle(request, conn)
+        if request.is_oneway:  # Java neither answers nor handles it
+            return None
+        self.stats.count_error_answer(request.code, ResponseCode.GO_AWAY)
+        return RemotingCommand.response_to(request, ResponseCode.GO_AWAY, "please go away")
 
     def on_events(self, events: list[Event]) -> None:
         """Tell the listeners (stats, the log, the journal, tests) what changed."""

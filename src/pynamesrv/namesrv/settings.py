@@ -37,6 +37,7 @@ class Kind(StrEnum):
     NAME = "name"
     HOST = "host"
     ADDRESSES = "addresses"
+    NETWORKS = "networks"
     CHOICE = "choice"
     SECRET = "secret"
 
@@ -111,6 +112,8 @@ class Setting:
             return "an IP address or host name"
         if kind is Kind.ADDRESSES:
             return "empty, or host:port entries separated by ';'"
+        if kind is Kind.NETWORKS:
+            return "empty, or IP addresses and CIDR networks separated by ';'"
         if kind is Kind.PATH:
             return "a file or directory path (empty where the key has no file by default)"
         return f"text of at most {_MAX_TEXT} characters without control characters"
@@ -142,6 +145,10 @@ class Setting:
         elif kind is Kind.ADDRESSES:
             if value == "" or all(_is_address(a) for a in value.split(";") if a.strip()):
                 return ";".join(a.strip() for a in value.split(";") if a.strip())
+        elif kind is Kind.NETWORKS:
+            entries = [e.strip() for e in value.replace(",", ";").split(";") if e.strip()]
+            if all(_is_network(e) for e in entries):
+                return ";".join(entries)
         elif kind is Kind.PATH:
             if "\x00" not in value and len(value) <= _MAX_TEXT:
                 return value
@@ -166,6 +173,14 @@ def _is_host(value: str) -> bool:
         ipaddress.ip_address(value)
     except ValueError:
         return bool(_HOSTNAME.fullmatch(value))
+    return True
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
     return True
 
 
@@ -305,8 +320,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("enableShutdownGracefully", B, LIVE, True, "5.x",
          "On SIGTERM or SIGINT, keep serving for shutdownWaitTimeSeconds before closing the "
          "port (a second signal stops at once)."),
-    _key("shutdownWaitTimeSeconds", N, LIVE, True, "5.x",
-         "How long a graceful shutdown keeps serving.", minimum=0, maximum=3600),
+    _key("shutdownWaitTimeSeconds", N, LIVE, False, "5.x",
+         "How long a graceful shutdown keeps serving (answering GO_AWAY to clients newer "
+         "than 5.3.1). Not remotely writable: a remote writer could hold every restart for "
+         "an hour.", minimum=0, maximum=3600),
     # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
     _key("frameMaxLength", N, RESTART, False, "JVM property",
          "Largest frame accepted, in bytes (com.rocketmq.remoting.frameMaxLength).",
@@ -364,6 +381,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("frameReadTimeoutSeconds", N, RESTART, False, "pynamesrv",
          "A frame must arrive completely within this many seconds of its first byte.",
          minimum=1, maximum=3600),
+    _key("proxyProtocol", Kind.CHOICE, RESTART, False, "pynamesrv",
+         "HAProxy PROXY protocol (v1, v2) on the remoting port, as Java 5.1.4+ detects it: "
+         "off (a header closes the connection), auto (a connection may start with one, "
+         "from proxyProtocolTrustedAddresses), required (every connection must). The "
+         "header's client address is the one logs, audit and ACL checks see.",
+         choices=("off", "auto", "required")),
+    _key("proxyProtocolTrustedAddresses", Kind.NETWORKS, RESTART, False, "pynamesrv",
+         "The load balancers whose PROXY headers are believed (a header from any other "
+         "address closes the connection); empty: every address, as Java does."),
     _key("routeQueryFastPath", B, RESTART, False, "pynamesrv",
          "Answer plain route queries from their raw header bytes (false: decode every "
          "request; a switch for comparison and for trouble)."),

@@ -17,7 +17,10 @@ connections hold together are capped by ``max_buffered_bytes``; connections beyo
 TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
 (a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
 other byte means plain text; ``tls.server.mode`` says which of the two the port accepts. A
-plain connection pays one ``is None`` check per read for this, no more.
+plain connection pays one ``is None`` check per read for this, no more. Before that, when
+``proxyProtocol`` allows it, a PROXY protocol header (``proxy_protocol``) from a load
+balancer is read and its client address becomes the connection's ``peer``; an incomplete
+header and a TLS handshake are timed like a frame.
 
 The server knows nothing about routes: the handler decides, and ``on_close`` is told why a
 connection ended (``channel_closed``, ``channel_error``, ``channel_idle``) so the name server
@@ -50,6 +53,15 @@ from pynamesrv.remoting.codec import (
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.proxy_protocol import (
+    Detection,
+    ProxyHeader,
+    ProxyHeaderError,
+    ProxyMode,
+    ProxyPolicy,
+    detect,
+    parse,
+)
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -78,6 +90,7 @@ REFUSED_MAX_CONNECTIONS: Final = "max_connections"
 REFUSED_BUFFER_BUDGET: Final = "buffer_budget"
 REFUSED_FRAME_TIMEOUT: Final = "frame_timeout"
 REFUSED_MALFORMED: Final = "malformed_frame"
+REFUSED_PROXY_HEADER: Final = "proxy_header"  # malformed, untrusted, missing or unwanted
 
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
 
@@ -119,6 +132,10 @@ class Connection(asyncio.Protocol):
         self._held = 0  # bytes counted in the server's buffered total
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
+        self._socket_host = "?"  # the IP the socket came from (a load balancer's, if proxied)
+        self.proxied_by: str | None = None  # that address, when a PROXY header named the client
+        self._preface = b""  # the first bytes, while a PROXY header is incomplete
+        self._handshaking = False  # a TLS handshake is under way (it is timed like a frame)
         # What a read passes through before the decoder: the first read's sniffing, then
         # nothing (plain text) or the TLS layer. Answers leave through ``_send``: the
         # transport's own write, or encryption first.
@@ -142,6 +159,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self._socket_host = str(peer[0])
         server, limits = self.server, self.server.limits
         if len(server.connections) >= limits.max_connections:
             self._refused = True
@@ -287,7 +305,64 @@ class Connection(asyncio.Protocol):
     # TLS ---------------------------------------------------------------------------
 
     def _first_read(self, data: bytes) -> bytes:
+        """The first bytes: a PROXY header (when ``proxyProtocol`` allows one), then TLS or
+        plain text. Returns what is left for the decoder (b"" while the start is incomplete:
+        then it is timed like a frame, so a trickled header cannot hold a connection slot)."""
+        policy = self.server.proxy
+        if self._preface:
+            data, self._preface = self._preface + data, b""
+        kind = detect(data)
+        if policy.mode is ProxyMode.OFF:
+            if kind is Detection.PROXY:
+                return self._refuse_proxy(
+                    "it sent a PROXY protocol header; set proxyProtocol=auto (and "
+                    "proxyProtocolTrustedAddresses) to accept load balancer headers"
+                )
+            return self._sniff_tls(data)
+        if kind is Detection.OTHER:
+            if policy.mode is ProxyMode.REQUIRED:
+                return self._refuse_proxy("no PROXY protocol header (proxyProtocol=required)")
+            return self._sniff_tls(data)
+        header: ProxyHeader | None = None
+        if kind is Detection.PROXY:
+            if not policy.trusts(self._socket_host):
+                return self._refuse_proxy(
+                    f"a PROXY protocol header from {self._socket_host}, which is not in "
+                    "proxyProtocolTrustedAddresses"
+                )
+            try:
+                header = parse(data)
+            except ProxyHeaderError as exc:
+                return self._refuse_proxy(str(exc))
+        if header is None:  # incomplete: wait for the rest, on the clock
+            self._preface = data
+            if self._frame_started is None:
+                self._frame_started = time.monotonic()
+                self._arm_timer()
+            return b""
+        self._proxied(header)
+        self._frame_started = None  # complete: the first frame's clock starts with its bytes
+        self._inbound = self._sniff_tls
+        return self._sniff_tls(data[header.length :])
+
+    def _proxied(self, header: ProxyHeader) -> None:
+        """Take the client's address from the header: every later use of ``peer`` (logs,
+        audit, ACL address checks, routes' channel names) sees the client, not the proxy."""
+        if header.source is None:  # LOCAL / UNKNOWN: the proxy speaks for itself
+            return
+        host, port = header.source
+        self.proxied_by = self.peer
+        self.peer = f"{host}:{port}"
+
+    def _refuse_proxy(self, detail: str) -> bytes:
+        self.server.refuse(REFUSED_PROXY_HEADER, self.peer, detail)
+        self.close(ERROR)
+        return b""
+
+    def _sniff_tls(self, data: bytes) -> bytes:
         """Tell TLS from plain text by the first byte; refuse what the mode refuses."""
+        if not data:  # a PROXY header came alone: the next read decides
+            return b""
         tls = self.server.tls
         if data[0] != HANDSHAKE_RECORD:
             if tls is not None and tls.mode is TlsMode.ENFORCING:
@@ -312,6 +387,12 @@ class Connection(asyncio.Protocol):
         self.tls = TlsSession(context)
         self._inbound = self._receive_tls
         self._send = self._send_tls
+        # The handshake is timed like a frame: a ClientHello trickled a byte at a time would
+        # otherwise hold a connection slot for as long as the idle timeout keeps resetting.
+        self._handshaking = True
+        if self._frame_started is None:
+            self._frame_started = time.monotonic()
+            self._arm_timer()
         return self._receive_tls(data)
 
     def _receive_tls(self, data: bytes) -> bytes:
@@ -326,6 +407,9 @@ class Connection(asyncio.Protocol):
             self.close(ERROR)
             return b""
         self._flush_tls(tls)
+        if self._handshaking and tls.handshake_done:
+            self._handshaking = False
+            self._frame_started = None  # the first frame's clock starts with its bytes
         if tls.peer_closed:  # close_notify: answer what came before it, then close ours
             asyncio.get_running_loop().call_soon(self.close, CLOSED)
         return plain
@@ -433,6 +517,14 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._timer = loop.call_at(loop.time() + max(due - time.monotonic(), 0.05), self._check)
 
+    def _pending(self) -> str:
+        """What the frame clock is timing, for the line that says it ran out."""
+        if self._preface:
+            return f"a PROXY protocol header ({len(self._preface)} bytes)"
+        if self._handshaking:
+            return "a TLS handshake"
+        return f"a frame ({self.decoder.buffered} bytes)"
+
     def _check(self) -> None:
         self._timer = None
         if self.transport is None:
@@ -446,8 +538,7 @@ class Connection(asyncio.Protocol):
             self.server.refuse(
                 REFUSED_FRAME_TIMEOUT,
                 self.peer,
-                f"a frame still incomplete after {limits.frame_read_timeout_s:g}s "
-                f"({self.decoder.buffered} bytes)",
+                f"{self._pending()} still incomplete after {limits.frame_read_timeout_s:g}s",
             )
             self.close(ERROR)
         elif limits.idle_seconds > 0 and now - self.last_activity >= limits.idle_seconds:
@@ -473,6 +564,7 @@ class RemotingServer:
         limits: ServerLimits | None = None,
         backlog: int = 1024,
         tls: TlsContextHolder | None = None,
+        proxy: ProxyPolicy | None = None,
     ) -> None:
         self.handler = handler
         self.on_close = on_close
@@ -480,6 +572,7 @@ class RemotingServer:
         self.limits = limits or ServerLimits()
         self.backlog = backlog
         self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled
+        self.proxy = proxy or ProxyPolicy()  # off: no PROXY headers
         self.connections: set[Connection] = set()
         self.buffered_bytes = 0  # incomplete frames held by all connections
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
