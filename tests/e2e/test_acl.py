@@ -284,6 +284,7 @@ async def test_routes_and_registration_unaffected_unless_configured(
         "admins": 2,
         "registrationAuth": False,
         "readAuth": False,
+        "adminBinding": False,
     }
 
 
