@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from prometheus_client.exposition import generate_latest
+from test_notify_min_broker_id import WAIT_S, brokers_of_group, notifications
 
 from fake_broker import FakeBroker
 from pynamesrv.http.metrics import build_registry
@@ -16,7 +17,6 @@ from pynamesrv.namesrv.notifier import MinBrokerIdNotifier
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
-from test_notify_min_broker_id import WAIT_S, brokers_of_group, notifications
 
 
 async def test_the_switch_cannot_be_turned_on_remotely(start_namesrv) -> None:
@@ -32,9 +32,7 @@ async def test_the_switch_cannot_be_turned_on_remotely(start_namesrv) -> None:
 
 
 async def test_nothing_goes_outside_the_allowed_addresses(start_namesrv) -> None:
-    namesrv = await start_namesrv(
-        notifyMinBrokerIdChanged=True, notifyAllowedAddresses="10.99.0.*"
-    )
+    namesrv = await start_namesrv(notifyMinBrokerIdChanged=True, notifyAllowedAddresses="10.99.0.*")
     async with FakeBroker() as fake_master, FakeBroker() as fake_slave:
         master, slave = brokers_of_group(namesrv, fake_master.addr, fake_slave.addr)
         await master.register_all()
