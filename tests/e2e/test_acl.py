@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,6 +285,7 @@ async def test_routes_and_registration_unaffected_unless_configured(
         "admins": 2,
         "registrationAuth": False,
         "readAuth": False,
+        "adminBinding": False,
     }
 
 
@@ -499,6 +501,38 @@ async def test_admin_cli_signs_with_keys_env_or_tools_yml(
         "-n", n, "--access-key", "reader01", "--secret-key", "reader-secret", *put, "k4", "-v", "v"
     )
     assert code == 1 and "Need admin permission" in err
+
+
+async def test_admin_cli_binds_its_signatures_where_mqadmin_cannot(
+    start_namesrv: StartNamesrv, acl_file: Path
+) -> None:
+    """With aclAdminBindingRequired the CLI's bound writes pass; an unbound one (mqadmin's
+    kind) is refused, and the CLI's wipe is no valid add (issue 24, finding 3)."""
+    ns = await start_namesrv(aclFile=str(acl_file), aclAdminBindingRequired=True)
+    n = f"127.0.0.1:{ns.port}"
+    keys = ("--access-key", "rocketmq2", "--secret-key", "12345678")
+    code, _, err = await run_admin(
+        "-n", n, *keys, "updateKvConfig", "-s", "B", "-k", "k", "-v", "v"
+    )
+    assert code == 0, err
+    assert ns.kv.get("B", "k") == "v"
+    client = await RemotingClient.connect("127.0.0.1", ns.port)
+    try:
+        unbound = sign(requests.put_kv_config("B", "k2", "v"), ADMIN)
+        answer = await client.request(unbound)
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert answer.remark is not None and "must carry ARequestBinding" in answer.remark
+        bound = sign(requests.wipe_write_perm_of_broker("broker-a"), ADMIN, bound_at_ms=now_ms())
+        moved = copy.deepcopy(bound)
+        moved.code = requests.add_write_perm_of_broker("broker-a").code
+        assert (await client.request(moved)).code == ResponseCode.NO_PERMISSION
+        assert (await client.request(bound)).code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 # --------------------------------------------------------------------------- serve

@@ -21,6 +21,7 @@ from pynamesrv.namesrv.acl import (
 )
 from pynamesrv.namesrv.addresses import AddressPattern, host_of, is_loopback_host
 from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.signed_fields import BODYLESS, DEFINED
 from pynamesrv.remoting.acl_sign import (
     Credentials,
     sign,
@@ -133,7 +134,9 @@ def test_credentials_never_print_the_secret() -> None:
 
 def test_admin_signature_passes_every_write_code(access: AccessControl) -> None:
     for code in ADMIN_WRITE_CODES:
-        request = sign(RemotingCommand(code=code, ext_fields={"x": "1"}, body=b"b"), ADMIN)
+        fields = {name: "1" for name in DEFINED[code]}
+        body = b"" if code in BODYLESS else b"b"
+        request = sign(RemotingCommand(code=code, ext_fields=fields, body=body), ADMIN)
         assert access.check(request, "127.0.0.1:4000") == "rocketmq2"
     assert {int(c) for c in ADMIN_WRITE_CODES} == {100, 102, 318, 205, 327, 216, 217}
 

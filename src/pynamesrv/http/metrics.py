@@ -32,6 +32,7 @@ from prometheus_client.utils import floatToGoString
 from pynamesrv import __version__
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.journal import DROP_CAUSES
+from pynamesrv.namesrv.notifier import DROP_CAUSES as NOTIFY_DROP_CAUSES
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
 from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -43,7 +44,7 @@ from pynamesrv.remoting.server import (
 )
 
 if TYPE_CHECKING:
-    from pynamesrv.namesrv.view import NamesrvView
+    from pynamesrv.namesrv.view import NamesrvView, Notifications
 
 OTHER_CODE: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
@@ -255,6 +256,7 @@ class NamesrvCollector(Collector):
                 "Journal flushes that failed (a full disk, an I/O error); the lines wait.",
                 value=writing.write_errors,
             )
+        yield from _notification_metrics(view.notifications())
         yield GaugeMetricFamily(
             "pynamesrv_ready",
             "1 when the name server answers remoting requests.",
@@ -283,3 +285,28 @@ def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]
     """Exposition bytes and content type, OpenMetrics when the scraper asks for it."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(registry), content_type
+
+
+def _notification_metrics(sent: Notifications) -> Iterator[Metric]:
+    """NOTIFY_MIN_BROKER_ID_CHANGE, the one request the server makes to addresses brokers
+    registered: what it tried, and what it dropped (a registrant flooding it shows here)."""
+    for name, text, value in (
+        ("attempts", "Connections tried to send NOTIFY_MIN_BROKER_ID_CHANGE.", sent.attempts),
+        ("delivered", "NOTIFY_MIN_BROKER_ID_CHANGE answered with SUCCESS.", sent.delivered),
+        ("failed", "NOTIFY_MIN_BROKER_ID_CHANGE given up after its last attempt.", sent.failed),
+    ):
+        yield CounterMetricFamily(f"pynamesrv_notify_{name}", text, value=value)
+    dropped = CounterMetricFamily(
+        "pynamesrv_notify_dropped",
+        "NOTIFY_MIN_BROKER_ID_CHANGE not sent, by cause: pending_cap (notifyMaxPendingTargets "
+        "addresses waiting), not_allowed (outside notifyAllowedAddresses).",
+        labels=["cause"],
+    )
+    for cause in sorted(set(NOTIFY_DROP_CAUSES) | set(sent.dropped)):
+        dropped.add_metric([cause], sent.dropped.get(cause, 0))
+    yield dropped
+    yield GaugeMetricFamily(
+        "pynamesrv_notify_pending_targets",
+        "Broker addresses with a NOTIFY_MIN_BROKER_ID_CHANGE waiting to be sent.",
+        value=sent.pending,
+    )

@@ -35,10 +35,13 @@ import yaml
 
 from pynamesrv.namesrv.addresses import AddressPattern, host_of
 from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.signed_fields import undefined_field
+from pynamesrv.remoting.acl_binding import BINDING, BindingError, describes, parse_binding
 from pynamesrv.remoting.acl_sign import (
     ACCESS_KEY,
     SIGNATURE,
     Credentials,
+    ordered_fields,
     signature,
     signature_matches,
     signed_content,
@@ -73,10 +76,14 @@ REGISTRATION_CODES: Final = frozenset(
 # 5.x clients in zone mode add these to route queries after signing (ZoneRouteRPCHook is
 # not covered by the signature); a verifier may leave them out. They only filter a route.
 UNSIGNED_ZONE_FIELDS: Final = ("__ZONE_NAME", "__ZONE_MODE")
+DEFAULT_BINDING_WINDOW_S: Final = 300  # aclBindingWindowSeconds
 MIN_KEY_LENGTH: Final = 7  # AclConstants: accessKey/secretKey "length should longer than 6"
 MAX_FILE_BYTES: Final = 1024 * 1024
 RELOAD_CHECK_S: Final = 1.0  # how often the file's metadata is looked at, at most
 _SHOWN_MAX: Final = 64
+
+
+ANY_ADDRESS: Final = AddressPattern("", True)
 
 
 class AclFileError(ValueError):
@@ -117,6 +124,14 @@ class Account:
     secret_key: str
     admin: bool
     white_remote_address: AddressPattern
+    # The broker names this account registers (None: not bound to any) and the broker
+    # addresses it may register them at (any when blank): broker_identity.py.
+    broker_names: frozenset[str] | None = None
+    broker_addresses: AddressPattern = ANY_ADDRESS
+
+    def may_act_as(self, broker_name: str) -> bool:
+        """Whether this account is bound to ``broker_name``."""
+        return self.broker_names is not None and broker_name in self.broker_names
 
     def __repr__(self) -> str:
         return f"Account({self.access_key!r}, admin={self.admin}, secret_key=***)"
@@ -133,6 +148,10 @@ class Accounts:
     @property
     def admins(self) -> int:
         return sum(1 for a in self.by_key.values() if a.admin)
+
+    def bound_to(self, broker_name: str) -> bool:
+        """Whether some account is bound to ``broker_name`` (then only it may register it)."""
+        return any(a.may_act_as(broker_name) for a in self.by_key.values())
 
 
 def _read_yaml(path: Path, what: str) -> Any:
@@ -172,6 +191,16 @@ def _admin_flag(value: Any, where: str) -> bool:
     raise AclFileError(f"{where}: admin must be true or false")
 
 
+def _broker_names(value: Any, where: str) -> frozenset[str] | None:
+    """``brokerNames``: a YAML list or a comma-separated string; absent: not bound."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise AclFileError(f"{where}: brokerNames must be a list of broker names")
+    return frozenset(i.strip() for i in items)
+
+
 def load_accounts(path: Path) -> Accounts:
     """Read and validate an accounts file; AclFileError (one line) names the first problem."""
     document = _read_yaml(path, "acl file")
@@ -200,8 +229,20 @@ def load_accounts(path: Path) -> Accounts:
             raise AclFileError(f"{where}: whiteRemoteAddress: {exc}") from exc
         if access_key in by_key:
             raise AclFileError(f"{where}: accessKey is defined twice")
+        addresses = entry.get("brokerAddresses")
+        if addresses is not None and not isinstance(addresses, str):
+            raise AclFileError(f"{where}: brokerAddresses must be a string")
+        try:
+            broker_addresses = AddressPattern.parse(addresses)
+        except ValueError as exc:
+            raise AclFileError(f"{where}: brokerAddresses: {exc}") from exc
         by_key[access_key] = Account(
-            access_key, secret_key, _admin_flag(entry.get("admin"), where), pattern
+            access_key,
+            secret_key,
+            _admin_flag(entry.get("admin"), where),
+            pattern,
+            _broker_names(entry.get("brokerNames"), where),
+            broker_addresses,
         )
     if document.get("globalWhiteRemoteAddresses"):
         warnings.append(
@@ -242,12 +283,20 @@ class AccessControl:
         *,
         registration_required: bool = False,
         read_required: bool = False,
+        binding_required: bool = False,
+        binding_window_s: int = DEFAULT_BINDING_WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``binding_required``: admin writes must carry pynamesrv's request binding;
+        ``binding_window_s``: how far a binding's time may be from ``wall_clock``."""
         self.path = path
         self.registration_required = registration_required
         self.read_required = read_required
+        self.binding_required = binding_required
+        self.binding_window_s = binding_window_s
         self.clock = clock
+        self.wall_clock = wall_clock
         self._accounts = load_accounts(path)
         for warning in self._accounts.warnings:
             log.warning("%s", warning)
@@ -262,16 +311,22 @@ class AccessControl:
         """None when no accounts file is configured (admin writes open, Java's default)."""
         path = config.acl_file.strip()
         if not path:
-            if config.acl_registration_required or config.acl_read_required:
+            if (
+                config.acl_registration_required
+                or config.acl_read_required
+                or config.acl_admin_binding_required
+            ):
                 raise AclFileError(
-                    "aclRegistrationRequired and aclReadRequired need aclFile (the accounts "
-                    "that may sign)"
+                    "aclRegistrationRequired, aclReadRequired and aclAdminBindingRequired "
+                    "need aclFile (the accounts that may sign)"
                 )
             return None
         return cls(
             Path(path),
             registration_required=config.acl_registration_required,
             read_required=config.acl_read_required,
+            binding_required=config.acl_admin_binding_required,
+            binding_window_s=config.acl_binding_window_seconds,
             clock=clock,
         )
 
@@ -337,7 +392,12 @@ class AccessControl:
         return None if need is None else self.verify(request, caller, need)
 
     def verify(self, request: RemotingCommand, caller: str, need: Need) -> str:
-        """Check the signature, the account and its address; return the access key."""
+        """Check the signature, the account and its address, the fields and the binding;
+        return the access key."""
+        return self.verified_account(request, caller, need).access_key
+
+    def verified_account(self, request: RemotingCommand, caller: str, need: Need) -> Account:
+        """``verify``, returning the whole account (broker_identity reads its bindings)."""
         fields = request.ext_fields or {}
         access_key = fields.get(ACCESS_KEY)
         if not access_key:
@@ -356,14 +416,54 @@ class AccessControl:
                 f"accessKey={shown(access_key)}"
             )
         given = fields.get(SIGNATURE)
-        if given is None or not _signature_valid(request, fields, account.secret_key, given):
+        left_out = None if given is None else _verified(request, fields, account.secret_key, given)
+        if left_out is None:
             raise AccessDenied(f"Check signature failed for accessKey={shown(access_key)}")
         if need is Need.ADMIN and not account.admin:
             raise AccessDenied(
                 f"Need admin permission for request code={request.code}, but "
                 f"accessKey={shown(access_key)} is not"
             )
-        return access_key
+        strict = request.code in ADMIN_WRITE_CODES
+        extra = undefined_field(request.code, fields, request.body, strict=strict)
+        if extra is not None:
+            raise AccessDenied(
+                f"Signed request code={request.code} carries {shown(extra)}, which that code "
+                "does not define (a signature is not moved to another request)"
+            )
+        self._check_binding(request, ordered_fields(fields, leave_out=left_out), need)
+        return account
+
+    def _check_binding(
+        self, request: RemotingCommand, ordered: list[tuple[str, str]], need: Need
+    ) -> None:
+        """pynamesrv's request binding (remoting.acl_binding): verified whenever present,
+        required on admin writes with aclAdminBindingRequired."""
+        if not ordered or ordered[0][0] != BINDING:
+            if any(name == BINDING for name, _ in ordered):
+                raise AccessDenied(f"{BINDING} is not the first signed field")
+            if self.binding_required and need is Need.ADMIN:
+                raise AccessDenied(
+                    f"Request code={request.code} must carry {BINDING} (aclAdminBindingRequired:"
+                    " sign with pynamesrv admin)"
+                )
+            return
+        try:
+            binding = parse_binding(ordered[0][1])
+        except BindingError as exc:
+            raise AccessDenied(f"{BINDING} is malformed: {exc}") from exc
+        if binding.code != request.code:
+            raise AccessDenied(
+                f"{BINDING} was signed for request code={binding.code}, sent as code={request.code}"
+            )
+        skew_s = abs(self.wall_clock() - binding.at_ms / 1000)
+        if skew_s > self.binding_window_s:
+            raise AccessDenied(
+                f"{BINDING} was signed {skew_s:.0f} s away from this server's clock "
+                f"(aclBindingWindowSeconds={self.binding_window_s})"
+            )
+        if not describes(binding, dict(ordered[1:]), request.body):
+            raise AccessDenied(f"{BINDING} does not describe the fields and body sent")
 
     def status(self) -> dict[str, Any]:
         """What the status page and /api/status show (no secrets, no account names)."""
@@ -375,19 +475,23 @@ class AccessControl:
             "admins": accounts.admins,
             "registrationAuth": self.registration_required,
             "readAuth": self.read_required,
+            "adminBinding": self.binding_required,
         }
 
 
-def _signature_valid(
+def _verified(
     request: RemotingCommand, fields: Mapping[str, str], secret_key: str, given: str
-) -> bool:
+) -> tuple[str, ...] | None:
+    """The fields the valid signature left out (none, or the zone fields), None if invalid."""
     expected = signature(signed_content(fields, request.body), secret_key)
     if signature_matches(expected, given):
-        return True
+        return ()
     if not any(name in fields for name in UNSIGNED_ZONE_FIELDS):
-        return False
+        return None
     content = signed_content(fields, request.body, leave_out=UNSIGNED_ZONE_FIELDS)
-    return signature_matches(signature(content, secret_key), given)
+    return (
+        UNSIGNED_ZONE_FIELDS if signature_matches(signature(content, secret_key), given) else None
+    )
 
 
 def open_status() -> dict[str, Any]:
@@ -399,4 +503,5 @@ def open_status() -> dict[str, Any]:
         "admins": 0,
         "registrationAuth": False,
         "readAuth": False,
+        "adminBinding": False,
     }

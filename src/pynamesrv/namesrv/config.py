@@ -174,6 +174,11 @@ class NamesrvConfig:
     acl_file: str = ""
     acl_registration_required: bool = False
     acl_read_required: bool = False
+    acl_admin_binding_required: bool = False
+    acl_binding_window_seconds: int = 300
+    notify_allowed_addresses: str = ""
+    notify_max_pending_targets: int = 256
+    notify_max_connections: int = 16
 
     def get(self, key: str) -> Any:
         return getattr(self, setting(key).attr)

@@ -258,7 +258,8 @@ class NamesrvController:
             status = self.access.status()
             log.info(
                 "admin writes need a signature of an admin account (aclFile %s: %d accounts, "
-                "%d admin); registration %s, reads %s",
+                "%d admin); registration %s, reads %s; a live broker's name moves or is "
+                "unregistered only from its own connection or with a bound or admin signature",
                 status["aclFile"],
                 status["accounts"],
                 status["admins"],
@@ -268,7 +269,8 @@ class NamesrvController:
         elif not is_loopback_host(host):
             log.warning(
                 "admin writes are open: anyone who reaches %s:%d may change the config, KV "
-                "store and topic permissions; set aclFile to require signed requests",
+                "store and topic permissions, and move or unregister any live broker; set "
+                "aclFile to require signed requests",
                 host,
                 self.port,
             )

@@ -5,8 +5,14 @@ The registry says when and to whom (``MinBrokerIdChanged`` events); this module 
 off the request path: each target address gets its own task, a connection to the broker's
 listen port, and at most ``MAX_ATTEMPTS`` tries, ``RETRY_DELAYS_S`` apart. A newer
 notification for an address replaces one still pending there (the broker only needs the
-latest lowest id), so a flapping group cannot queue up work, and at most ``MAX_TARGETS``
-addresses are pending at once. A failure is logged once, after the last attempt.
+latest lowest id), so a flapping group cannot queue up work.
+
+The addresses are the ones brokers registered, so whoever may register chooses where the
+server connects. Hence, per target at most one notification pending and one in flight; in
+total at most ``notifyMaxPendingTargets`` targets pending and ``notifyMaxConnections``
+connections open; with ``notifyAllowedAddresses`` nothing is sent to a host outside it; and
+what is dropped is counted by cause (``dropped_by``), for the metrics. The setting itself is
+not remotely writable. A failure is logged once, after the last attempt.
 
 Java sends it oneway with a 300 ms budget and never knows whether it arrived; here it is a
 request the broker answers (its AdminBrokerProcessor does), so a lost one is retried.
@@ -16,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from pynamesrv.namesrv.addresses import AddressPattern, host_of
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.events import Event, MinBrokerIdChanged
 from pynamesrv.remoting.client import RemotingClient, RemotingError
@@ -29,7 +37,10 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS: Final = 3
 RETRY_DELAYS_S: Final = (1.0, 4.0)  # before the second and the third attempt
-MAX_TARGETS: Final = 1024  # broker addresses with a notification pending
+# Why a notification was not sent (dropped_by; pynamesrv_notify_dropped_total's cause).
+DROPPED_PENDING_CAP: Final = "pending_cap"  # notifyMaxPendingTargets addresses pending
+DROPPED_NOT_ALLOWED: Final = "not_allowed"  # outside notifyAllowedAddresses
+DROP_CAUSES: Final = (DROPPED_PENDING_CAP, DROPPED_NOT_ALLOWED)
 
 Send = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
 
@@ -70,11 +81,19 @@ class MinBrokerIdNotifier:
         self.retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S
         self._pending: dict[str, RemotingCommand] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.max_pending = config.notify_max_pending_targets
+        self._connections = asyncio.Semaphore(config.notify_max_connections)
+        self.allowed = _allowed(config.notify_allowed_addresses)
         self.attempts = 0
         self.delivered = 0
         self.failed = 0
-        self.dropped = 0  # not sent: too many addresses pending
+        self.dropped_by: Counter[str] = Counter()  # not sent, by cause (DROP_CAUSES)
         self.changed = asyncio.Event()  # set after each attempt (tests wait on it)
+
+    @property
+    def dropped(self) -> int:
+        """Notifications not sent (all causes)."""
+        return sum(self.dropped_by.values())
 
     def on_events(self, events: list[Event]) -> None:
         if not self.config.notify_min_broker_id_changed:
@@ -94,9 +113,21 @@ class MinBrokerIdNotifier:
 
     def submit(self, addr: str, command: RemotingCommand) -> None:
         """Deliver ``command`` to ``addr``, replacing one still pending there."""
-        if addr not in self._pending and len(self._pending) >= MAX_TARGETS:
-            self.dropped += 1
-            log.warning("NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: %d pending", addr, MAX_TARGETS)
+        if self.allowed is not None and not self.allowed.matches(host_of(addr)):
+            self.dropped_by[DROPPED_NOT_ALLOWED] += 1
+            log.warning(
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %r dropped: not in notifyAllowedAddresses",
+                addr,
+            )
+            return
+        if addr not in self._pending and len(self._pending) >= self.max_pending:
+            self.dropped_by[DROPPED_PENDING_CAP] += 1
+            log.warning(
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %r dropped: %d addresses pending "
+                "(notifyMaxPendingTargets)",
+                addr,
+                self.max_pending,
+            )
             return
         self._pending[addr] = command
         if addr not in self._tasks:
@@ -146,9 +177,10 @@ class MinBrokerIdNotifier:
             timeout_s = self.config.notify_min_broker_id_change_timeout_millis / 1000
             try:
                 # connect and answer each get timeout_s; the guard bounds a send that hangs
-                answer = await asyncio.wait_for(
-                    self._send(addr, _copy(command), timeout_s), 2 * timeout_s + 1
-                )
+                async with self._connections:  # notifyMaxConnections at once
+                    answer = await asyncio.wait_for(
+                        self._send(addr, _copy(command), timeout_s), 2 * timeout_s + 1
+                    )
             except (RemotingError, OSError, TimeoutError) as exc:
                 error = str(exc) or type(exc).__name__
                 answer = None
@@ -169,6 +201,18 @@ class MinBrokerIdNotifier:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _allowed(text: str) -> AddressPattern | None:
+    """notifyAllowedAddresses as a pattern (None: any address). One that does not parse
+    allows nothing: a server told to restrict where it connects must not connect anywhere."""
+    if not text.strip():
+        return None
+    try:
+        return AddressPattern.parse(text)
+    except ValueError as exc:
+        log.error("notifyAllowedAddresses %r: %s; no notification will be sent", text, exc)
+        return AddressPattern(text, False)
 
 
 def _copy(command: RemotingCommand) -> RemotingCommand:

@@ -25,8 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from pynamesrv.namesrv import audit
-from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied
+from pynamesrv.namesrv import audit, broker_identity
+from pynamesrv.namesrv.acl import ADMIN_WRITE_CODES, AccessControl, AccessDenied, Account, Need
 from pynamesrv.namesrv.addresses import caller_address
 from pynamesrv.namesrv.config import (
     ConfigRegistry,
@@ -48,6 +48,7 @@ from pynamesrv.namesrv.model import (
 from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.acl_sign import ACCESS_KEY
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 
@@ -135,6 +136,18 @@ def _bounded_name(request: RemotingCommand, name: str) -> None:
             f"{name} is longer than {MAX_NAME_LENGTH} characters ({len(value)})",
             {},
         )
+
+
+_BROKER_CLAIMS: Final = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER})
+
+
+def _claim(request: RemotingCommand) -> broker_identity.Claim | None:
+    """The broker a registration or unregistration speaks for (None: a field is missing)."""
+    name, addr = request.field("brokerName"), request.field("brokerAddr")
+    broker_id = _long(request, "brokerId")
+    if name is None or addr is None or broker_id is None:
+        return None
+    return broker_identity.Claim(request.field("clusterName") or "", name, broker_id, addr)
 
 
 def _required(value: Any, name: str) -> Any:
@@ -289,6 +302,8 @@ class DefaultRequestProcessor:
             except AccessDenied as exc:
                 self.auditor.denied(request, caller, exc.remark)
                 raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from exc
+        if request.code in _BROKER_CLAIMS and self.access is not None:
+            self._check_broker_identity(request, channel, caller, access_key)
         if not write:
             return handler(request, channel)
         self._write = record = self.auditor.write(request, caller, access_key)
@@ -306,6 +321,51 @@ class DefaultRequestProcessor:
             return self._audit_when_done(answer, record)
         record.applied()
         return answer
+
+    def _check_broker_identity(
+        self, request: RemotingCommand, channel: object, caller: str, access_key: str | None
+    ) -> None:
+        """May this REGISTER_BROKER / UNREGISTER_BROKER take or remove its broker name
+        (broker_identity.py)? NO_PERMISSION, audited as a denial, when not."""
+        access = self.access
+        assert access is not None
+        claim = _claim(request)
+        if claim is None:
+            return  # a field is missing: the handler answers that
+        account = self._broker_account(request, caller, access_key)
+        decide = (
+            broker_identity.register_refusal
+            if request.code == RequestCode.REGISTER_BROKER
+            else broker_identity.unregister_refusal
+        )
+        refusal = decide(
+            self.routes,
+            claim,
+            channel,
+            self.clock_ms(),
+            account,
+            access.accounts,
+            signing_required=access.registration_required,
+        )
+        if refusal is not None:
+            self.auditor.denied(request, caller, refusal)
+            raise RequestError(ResponseCode.NO_PERMISSION, refusal)
+
+    def _broker_account(
+        self, request: RemotingCommand, caller: str, access_key: str | None
+    ) -> Account | None:
+        """The account that signed a broker's request: the one the access check verified,
+        else (signing not required) one whose signature verifies, else None."""
+        access = self.access
+        assert access is not None
+        if access_key is not None:
+            return access.accounts.by_key.get(access_key)
+        if not (request.ext_fields or {}).get(ACCESS_KEY):
+            return None
+        try:
+            return access.verified_account(request, caller, Need.ACCOUNT)
+        except AccessDenied:
+            return None  # an unverified signature proves nothing: treated as unsigned
 
     @staticmethod
     async def _audit_when_done(

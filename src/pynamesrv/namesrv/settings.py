@@ -256,10 +256,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER (false: SYSTEM_ERROR 'disable')."),
     _key("enableTopicList", B, LIVE, True, "5.x",
          "Answer the per-cluster and unit topic lists (false: SYSTEM_ERROR 'disable')."),
-    _key("notifyMinBrokerIdChanged", B, LIVE, True, "5.x",
+    _key("notifyMinBrokerIdChanged", B, LIVE, False, "5.x",
          "Send NOTIFY_MIN_BROKER_ID_CHANGE (905) to the brokers of a group whose lowest "
          "broker id changed (the master of an acting-master group left, or a lower id "
-         "registered), at their own addresses; retried at most 3 times, never blocking."),
+         "registered), at their own addresses; retried at most 3 times, never blocking. "
+         "Not remotely writable: it makes the server connect to addresses registrants name."),
     _key("notifyMinBrokerIdChangeTimeoutMillis", N, LIVE, True, "5.x",
          "How long one NOTIFY_MIN_BROKER_ID_CHANGE waits for the connection and the broker's "
          "answer before it counts as failed.",
@@ -370,6 +371,23 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "Broker registration, unregistration and heartbeats need an account's signature."),
     _key("aclReadRequired", B, RESTART, False, "pynamesrv",
          "Every other request needs an account's signature too."),
+    _key("aclAdminBindingRequired", B, RESTART, False, "pynamesrv",
+         "Admin writes must also carry pynamesrv's request binding (ARequestBinding: the "
+         "request code, the time and the field lengths, signed), which only pynamesrv's "
+         "admin CLI sends: for deployments administered with it alone (mqadmin is refused)."),
+    _key("aclBindingWindowSeconds", N, RESTART, False, "pynamesrv",
+         "How far a request binding's time may be from this server's clock, either way.",
+         minimum=1, maximum=86_400),
+    # pynamesrv's own: outbound notifications (NOTIFY_MIN_BROKER_ID_CHANGE)
+    _key("notifyAllowedAddresses", T, RESTART, False, "pynamesrv",
+         "Hosts NOTIFY_MIN_BROKER_ID_CHANGE may connect to, in whiteRemoteAddress's forms "
+         "(10.0.1.*, 10.0.0.1-20, a comma list); empty: any registered broker's address."),
+    _key("notifyMaxPendingTargets", N, RESTART, False, "pynamesrv",
+         "Broker addresses with a notification pending at once; more are dropped (counted).",
+         minimum=1, maximum=65_536),
+    _key("notifyMaxConnections", N, RESTART, False, "pynamesrv",
+         "Outbound notification connections open at once; the others wait their turn.",
+         minimum=1, maximum=1024),
     # pynamesrv's own: limits
     _key("maxConnections", N, RESTART, False, "pynamesrv",
          "Connections beyond this are closed as soon as they are accepted.",

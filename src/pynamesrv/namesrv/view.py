@@ -43,6 +43,17 @@ class JournalWriting:
     write_errors: int  # flushes that failed
 
 
+@dataclass(frozen=True, slots=True)
+class Notifications:
+    """The outbound NOTIFY_MIN_BROKER_ID_CHANGE counters, for the metrics."""
+
+    attempts: int  # connections tried
+    delivered: int
+    failed: int  # after the last attempt
+    dropped: dict[str, int]  # not sent, by cause (notifier.DROP_CAUSES)
+    pending: int  # target addresses waiting
+
+
 class NamesrvView:
     """Read-only access to one controller's state."""
 
@@ -116,6 +127,11 @@ class NamesrvView:
         if journal is None:
             return None
         return JournalWriting(dict(journal.dropped), journal.pending_bytes, journal.write_errors)
+
+    def notifications(self) -> Notifications:
+        """The outbound NOTIFY_MIN_BROKER_ID_CHANGE counters (notifier.py)."""
+        n = self._ctrl.notifier
+        return Notifications(n.attempts, n.delivered, n.failed, dict(n.dropped_by), n.pending)
 
     def access_status(self) -> dict[str, Any]:
         access = self._ctrl.access

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from pynamesrv.remoting.acl_binding import BINDING, binding_value
 from pynamesrv.remoting.command import RemotingCommand
 
 ACCESS_KEY: Final = "AccessKey"
@@ -51,12 +52,19 @@ def signed_content(
     ``leave_out`` names fields a verifier ignores besides ``Signature`` (fields some clients
     add after signing). Unpaired surrogates become ``?``, as Java's getBytes writes them.
     """
+    text = "".join(value for _, value in ordered_fields(ext_fields, leave_out=leave_out))
+    return text.encode("utf-8", "replace") + (body or b"")
+
+
+def ordered_fields(
+    ext_fields: Mapping[str, str] | None, *, leave_out: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """The signed fields (all but ``Signature`` and ``leave_out``) in Java's key order."""
     skip = {SIGNATURE, *leave_out}
     fields = ext_fields or {}
     # Code-point order is Java's order unless a key holds characters beyond U+FFFF.
     keys = sorted(fields) if all(k.isascii() for k in fields) else sorted(fields, key=_java_order)
-    text = "".join(fields[key] for key in keys if key not in skip)
-    return text.encode("utf-8", "replace") + (body or b"")
+    return [(key, fields[key]) for key in keys if key not in skip]
 
 
 def signature(content: bytes, secret_key: str) -> str:
@@ -70,14 +78,22 @@ def signature_matches(expected: str, given: str) -> bool:
     return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
 
 
-def sign(command: RemotingCommand, credentials: Credentials) -> RemotingCommand:
+def sign(
+    command: RemotingCommand, credentials: Credentials, *, bound_at_ms: int | None = None
+) -> RemotingCommand:
     """Add AccessKey, SecurityToken (if any) and Signature to ``command``, in place, and
-    return it. Signing again replaces the previous signature."""
+    return it. Signing again replaces the previous signature. ``bound_at_ms``: also add
+    pynamesrv's request binding (``acl_binding``) stamped with that time, so the signature
+    holds for this code, these fields and about this time only (Java servers ignore it)."""
     fields = dict(command.ext_fields or {})
     fields.pop(SIGNATURE, None)
+    fields.pop(BINDING, None)
     fields[ACCESS_KEY] = credentials.access_key
     if credentials.security_token is not None:
         fields[SECURITY_TOKEN] = credentials.security_token
+    if bound_at_ms is not None:
+        ordered = ordered_fields(fields)
+        fields[BINDING] = binding_value(command.code, bound_at_ms, ordered, command.body)
     fields[SIGNATURE] = signature(signed_content(fields, command.body), credentials.secret_key)
     command.ext_fields = fields
     return command

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import os
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -140,8 +141,10 @@ class Session:
         accept: Iterable[int] = (ResponseCode.SUCCESS,),
     ) -> RemotingCommand:
         """Send a copy of ``request`` as this CLI (language PYTHON, version 4.9.4), signed
-        when there are credentials; answers whose code is not in ``accept`` raise
-        ErrorAnswer. ``request`` itself is not changed, so one may go to every server."""
+        when there are credentials (with pynamesrv's request binding, stamped now, so the
+        signature cannot be moved to another code, field split or time); answers whose
+        code is not in ``accept`` raise ErrorAnswer. ``request`` itself is not changed, so
+        one may go to every server."""
         client = await self._client(addr)
         fields = request.ext_fields
         command = dataclasses.replace(
@@ -151,7 +154,7 @@ class Session:
             ext_fields=None if fields is None else dict(fields),
         )
         if self.opts.credentials is not None:
-            sign(command, self.opts.credentials)
+            sign(command, self.opts.credentials, bound_at_ms=time.time_ns() // 1_000_000)
         try:
             answer = await client.request(command, timeout=self.opts.timeout)
         except RemotingTimeout as exc:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pynamesrv.namesrv.events import BrokerRecovered
+from pynamesrv.namesrv.model import BrokerLiveInfo
 from pynamesrv.namesrv.routes.tables import RouteTables
 from pynamesrv.remoting.codes import Perm, TopicSysFlag
 
@@ -143,6 +144,19 @@ class RouteQueries(RouteTables):
                 )
             )
         return events
+
+    def live_entry(self, cluster: str, broker_addr: str) -> BrokerLiveInfo | None:
+        """The liveness of one registered address (its connection, its last heartbeat)."""
+        return self.broker_live_table.get((cluster, broker_addr))
+
+    def holder(self, broker_name: str, broker_id: int) -> tuple[str, BrokerLiveInfo | None] | None:
+        """Who holds ``broker_id`` of the group ``broker_name``: its address and liveness
+        (None: nobody; a None liveness: an address no live entry backs)."""
+        group = self.broker_addr_table.get(broker_name)
+        addr = group.broker_addrs.get(broker_id) if group is not None else None
+        if group is None or addr is None:
+            return None
+        return addr, self.broker_live_table.get((group.cluster, addr))
 
     def next_expiry_ms(self) -> int | None:
         """A moment at or before the earliest expiry (never later): when to check next."""
