@@ -31,6 +31,7 @@ fields; split up, one connection's invariants would be spread over several modul
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import socket
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final, Protocol, cast
 
+from pynamesrv.remoting.accept_errors import watch_accept
 from pynamesrv.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FrameDecoder,
@@ -50,6 +52,7 @@ from pynamesrv.remoting.codec import (
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.ratelog import RateLimitedLog
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ REFUSED_FRAME_TIMEOUT: Final = "frame_timeout"
 REFUSED_MALFORMED: Final = "malformed_frame"
 
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
+ACCEPT_ERROR_LOG_PERIOD_S: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -485,6 +489,9 @@ class RemotingServer:
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
         self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
+        self.accept_errors = 0  # accept() failures: out of descriptors or kernel memory
+        self._accept_log = RateLimitedLog(log, ACCEPT_ERROR_LOG_PERIOD_S)
+        self._unwatch: list[Callable[[], None]] = []
 
     def refuse(self, reason: str, peer: str, detail: str = "") -> None:
         """Count a connection closed by a limit; log it, at most one line per reason every
@@ -503,6 +510,18 @@ class RemotingServer:
             f"; {more} more since the last such line" if more > 0 else "",
         )
         self._refusals_logged[reason] = (now, self.refused[reason])
+
+    def accept_failed(self, exc: OSError) -> None:
+        """Count an accept that failed; one line per minute says so (never silent: new
+        brokers and clients cannot connect while it lasts)."""
+        self.accept_errors += 1
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        self._accept_log.hit(
+            "accept",
+            logging.ERROR,
+            f"cannot accept remoting connections: {exc.strerror or exc} ({name}); "
+            f"{len(self.connections)} open, retrying every second",
+        )
 
     def shed_buffers(self) -> None:
         """Over the budget of incomplete frames: close the connections holding the most
@@ -534,6 +553,9 @@ class RemotingServer:
             reuse_address=True,
             start_serving=serving,
         )
+        self._unwatch = [
+            watch_accept(sock.fileno(), self.accept_failed) for sock in self._server.sockets
+        ]
         sockname = self._server.sockets[0].getsockname()
         return sockname[0], sockname[1]
 
@@ -544,6 +566,8 @@ class RemotingServer:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, wait for pending answers."""
+        for unwatch in self._unwatch:
+            unwatch()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
