@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pynamesrv.http")
 
 SHUTDOWN_TIMEOUT_S: Final = 2.0
-BACKLOG: Final = 128
+BACKLOG: Final = 32  # also the most connections accepted at once past the cap (fdbudget.RESERVE)
 TEXT_PLAIN: Final = "text/plain"
 
 

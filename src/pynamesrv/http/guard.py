@@ -29,6 +29,7 @@ from itertools import islice
 from typing import Any, Final, cast
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
 
 from pynamesrv.remoting.ratelog import RateLimitedLog
@@ -58,6 +59,19 @@ _BUSY: Final = (
 )
 
 
+class _NoParseErrors(logging.Filter):
+    """Drops aiohttp's traceback per malformed request (a peer could flood the log with them):
+    the guard counts those and logs one line per interval. Other errors still log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, HttpProcessingError)
+
+
+_AIOHTTP_LOG: Final = logging.getLogger("pynamesrv.http.aiohttp")
+_AIOHTTP_LOG.addFilter(_NoParseErrors())
+
+
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
     max_connections: int = 256
@@ -71,6 +85,7 @@ class HttpLimits:
             "max_field_size": MAX_FIELD_BYTES,
             "max_headers": MAX_HEADERS,
             "lingering_time": self.header_timeout_s,
+            "logger": _AIOHTTP_LOG,
         }
 
 
