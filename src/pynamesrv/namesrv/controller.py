@@ -40,6 +40,7 @@ from pynamesrv.namesrv.view import NamesrvView
 from pynamesrv.remoting.codes import Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.fdbudget import open_file_limit, remoting_cap
+from pynamesrv.remoting.logtext import name
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
 
@@ -464,7 +465,9 @@ class NamesrvController:
         log.info("configTable SIZE: %d", len(self.kv.table))
         for namespace, entries in self.kv.table.items():
             for key, value in entries.items():
-                log.info("configTable NS: %s Key: %s Value: %s", namespace, key, value)
+                log.info(
+                    "configTable NS: %s Key: %s Value: %s", name(namespace), name(key), name(value)
+                )
 
     # ------------------------------------------------------------------ persistence
 

@@ -24,6 +24,7 @@ from pynamesrv.namesrv.events import Event, MinBrokerIdChanged
 from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.logtext import name
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,11 @@ class MinBrokerIdNotifier:
             if isinstance(event, MinBrokerIdChanged):
                 log.info(
                     "min broker id of %s changed to %d (%s), notify %s, offline broker addr %s",
-                    event.broker_name,
+                    name(event.broker_name),
                     event.min_broker_id,
-                    event.min_broker_addr,
-                    event.notify,
-                    event.offline_broker_addr,
+                    name(event.min_broker_addr),
+                    name(event.notify),
+                    name(event.offline_broker_addr),
                 )
                 for addr in event.notify:
                     self.submit(addr, notification(event, self.version))
@@ -96,7 +97,9 @@ class MinBrokerIdNotifier:
         """Deliver ``command`` to ``addr``, replacing one still pending there."""
         if addr not in self._pending and len(self._pending) >= MAX_TARGETS:
             self.dropped += 1
-            log.warning("NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: %d pending", addr, MAX_TARGETS)
+            log.warning(
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: %d pending", name(addr), MAX_TARGETS
+            )
             return
         self._pending[addr] = command
         if addr not in self._tasks:
@@ -121,12 +124,12 @@ class MinBrokerIdNotifier:
                 del self._pending[addr]
                 if error is None:
                     self.delivered += 1
-                    log.info("NOTIFY_MIN_BROKER_ID_CHANGE delivered to %s", addr)
+                    log.info("NOTIFY_MIN_BROKER_ID_CHANGE delivered to %s", name(addr))
                 else:
                     self.failed += 1
                     log.warning(
                         "NOTIFY_MIN_BROKER_ID_CHANGE to %s failed after %d attempts: %s",
-                        addr,
+                        name(addr),
                         MAX_ATTEMPTS,
                         error,
                     )
@@ -159,7 +162,9 @@ class MinBrokerIdNotifier:
                 if answer.code == ResponseCode.SUCCESS:
                     return None
                 error = f"answered code {answer.code} {answer.remark or ''}".rstrip()
-            log.debug("NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", addr, attempt + 1, error)
+            log.debug(
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", name(addr), attempt + 1, error
+            )
         return error
 
     async def stop(self) -> None:

@@ -50,6 +50,7 @@ from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.logtext import NAME_MAX, shown
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +247,7 @@ class DefaultRequestProcessor:
                     "request code %s failed: %s: %s",
                     request.code,
                     type(exc).__name__,
-                    exc,
+                    shown(exc, NAME_MAX),
                     exc_info=True,
                 )
                 answer = RemotingCommand.response_to(
