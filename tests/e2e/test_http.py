@@ -234,7 +234,8 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
     label_names = {name for key, labels in samples if key != "pynamesrv_build_info"
                    for name, _ in labels}  # fmt: skip
     assert label_names <= {
-        "request_code", "name", "code", "request_name", "le", "result", "cluster", "reason"
+        "request_code", "name", "code", "request_name", "le", "result", "cluster", "reason",
+        "cause",
     }, label_names  # fmt: skip
     label_values = {v for _, labels in samples for _, v in labels}
     for leaked in ("TopicX", "TopicY", "TopicZ", "NoSuchTopic0", "127.0.0.1:10911", "broker-a"):

@@ -41,3 +41,23 @@ def test_registrations_name_the_broker_and_the_change(caplog: pytest.LogCaptureF
 
 def test_unknown_times_are_a_dash() -> None:
     assert iso_ms(None) == "-"
+
+
+def test_remote_names_are_escaped_and_truncated(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 24: a newline in a broker or cluster name forged a log line."""
+    caplog.set_level(logging.INFO, logger="pynamesrv")
+    forged = "C\n2026-11-18 11:06:40,000 INFO  pynamesrv - forged"
+    version = {"counter": 1, "timestamp": 1_795_000_000_000}
+    EventLog()(
+        [
+            BrokerRegistered(forged, "b\r", 0, "h:1\n", "x" * 1000, True, version),
+            BrokerRemoved(forged, "b", 0, "h:1", "expired", 1_795_000_000_123),
+            TopicRemoved(topic="T\nforged", reason="deleted"),
+        ]
+    )
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert not any("\n" in m or "\r" in m for m in messages), messages
+    assert messages[0].startswith("new broker registered: C\\n2026-11-18 11:06:40,000 INFO")
+    assert "/b\\r id=0 at h:1\\n (ha " + "x" * 255 + "...)" in messages[0]
+    assert messages[2] == "topic T\\nforged removed (deleted)"

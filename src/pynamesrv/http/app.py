@@ -18,6 +18,7 @@ them, so a handler sees a consistent state without locks or copies.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import logging
@@ -30,7 +31,9 @@ import orjson
 from aiohttp import web
 
 from pynamesrv.http import views
+from pynamesrv.http.guard import HttpGuard, HttpLimits
 from pynamesrv.http.metrics import build_registry, render
+from pynamesrv.remoting.fdbudget import http_cap, open_file_limit
 
 if TYPE_CHECKING:
     from pynamesrv.namesrv.view import NamesrvView
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pynamesrv.http")
 
 SHUTDOWN_TIMEOUT_S: Final = 2.0
+BACKLOG: Final = 32  # also the most connections accepted at once past the cap (fdbudget.RESERVE)
 TEXT_PLAIN: Final = "text/plain"
 
 
@@ -85,11 +89,18 @@ class HttpServer:
 
     def __init__(self, view: NamesrvView) -> None:
         self.view = view
-        self.registry = build_registry(view, lambda: self.nsaddr_requests)
+        self.guard = HttpGuard(
+            HttpLimits(
+                max_connections=http_cap(view.http_max_connections, open_file_limit()),
+                header_timeout_s=view.http_header_timeout_s,
+            )
+        )
+        self.registry = build_registry(view, lambda: self.nsaddr_requests, self.guard)
         self.port = 0
         self.nsaddr_requests = 0  # clients finding us through the address service
         self._page, self._csp = _load_page()
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
         self.app = self._build_app()
 
     def _build_app(self) -> web.Application:
@@ -111,29 +122,55 @@ class HttpServer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 = any free port); returns the bound port."""
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        """Listen on ``host:port`` (0 = any free port); returns the bound port.
+
+        The socket is ours, not a ``TCPSite``'s: every connection passes the guard (the
+        connection cap, the request timeout and size) before aiohttp's protocol sees it."""
+        limits = self.guard.limits
+        if limits.max_connections < self.view.http_max_connections:
+            log.info(
+                "httpMaxConnections=%d is more than a quarter of the open-file limit: at most "
+                "%d HTTP connections (the rest of the descriptors stay with the remoting port)",
+                self.view.http_max_connections,
+                limits.max_connections,
+            )
+        runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **limits.handler_args()
+        )
         await runner.setup()
         try:
             tls = self.view.http_tls
             ssl_context = tls.following_context() if tls is not None else None
-            site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
-            await site.start()
+            assert runner.server is not None  # setup made it
+            self._listener = await asyncio.get_running_loop().create_server(
+                self.guard.factory(runner.server),
+                host,
+                port,
+                ssl=ssl_context,
+                backlog=BACKLOG,
+                reuse_address=True,
+                ssl_handshake_timeout=limits.header_timeout_s if ssl_context else None,
+            )
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._listener.sockets[0].getsockname()[1]
         scheme = "HTTPS" if ssl_context is not None else "HTTP"
         log.info("%s server (metrics, status page, nsaddr) on %s:%d", scheme, host, self.port)
         return self.port
 
     async def stop(self) -> None:
         """Close the port and the open connections; calling it again does nothing."""
+        if self._listener is not None:
+            self._listener.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
             self.port = 0
+        if self._listener is not None:
+            await self._listener.wait_closed()
+            self._listener = None
 
     @property
     def ready(self) -> bool:

@@ -7,7 +7,8 @@ tests) must not share or collide in the global registry. That registry also hold
 standard ``process_*`` metrics (CPU, memory, file descriptors) of this process.
 
 Labels are bounded on purpose: ``request_code`` (the known ``RequestCode`` values, everything
-else folded into ``other``), ``code`` (a response code, likewise), cluster, removal reason.
+else folded into ``other``), ``code`` (a response code, likewise), cluster (at most
+``MAX_CLUSTER_LABELS``: names come from unauthenticated registrations), removal reason.
 Never a topic or an address: those grow with the deployment and would blow up the
 time-series database. There is no ``pynamesrv_up``: Prometheus sets ``up`` for every target.
 """
@@ -15,7 +16,7 @@ time-series database. There is no ``pynamesrv_up``: Prometheus sets ``up`` for e
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import ProcessCollector
@@ -30,6 +31,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from pynamesrv import __version__
+from pynamesrv.http.guard import REFUSAL_REASONS as HTTP_REFUSAL_REASONS
+from pynamesrv.http.guard import HttpGuard
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.journal import DROP_CAUSES
 from pynamesrv.namesrv.notifier import DROP_CAUSES as NOTIFY_DROP_CAUSES
@@ -47,6 +50,11 @@ if TYPE_CHECKING:
     from pynamesrv.namesrv.view import NamesrvView, Notifications
 
 OTHER_CODE: Final = "other"
+# pynamesrv_brokers_live{cluster}: cluster names come from unauthenticated registrations, so
+# only this many clusters get a series of their own (the ones with the most live brokers,
+# then by name); the rest are summed under OTHER_CLUSTER.
+MAX_CLUSTER_LABELS: Final = 50
+OTHER_CLUSTER: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
 # Always exported, at 0 until something happens, so alerts need no absent() clause.
 REFUSAL_REASONS: Final = (
@@ -99,12 +107,30 @@ def build_info_labels() -> dict[str, str]:
 BUILD_INFO: Final = build_info_labels()
 
 
+def bounded_clusters(per_cluster: Mapping[str, int]) -> dict[str, int]:
+    """At most ``MAX_CLUSTER_LABELS`` clusters and ``other``: a peer registering brokers in
+    thousands of made-up clusters must not make thousands of time series."""
+    if len(per_cluster) <= MAX_CLUSTER_LABELS:
+        return dict(per_cluster)
+    ranked = sorted(per_cluster.items(), key=lambda item: (-item[1], item[0]))
+    kept = dict(ranked[:MAX_CLUSTER_LABELS])
+    rest = sum(count for _, count in ranked[MAX_CLUSTER_LABELS:])
+    kept[OTHER_CLUSTER] = kept.get(OTHER_CLUSTER, 0) + rest
+    return kept
+
+
 class NamesrvCollector(Collector):
     """Reads the controller's live state on every scrape (single event loop: no locks)."""
 
-    def __init__(self, view: NamesrvView, nsaddr_requests: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        view: NamesrvView,
+        nsaddr_requests: Callable[[], int] | None = None,
+        http: HttpGuard | None = None,
+    ) -> None:
         self.view = view
         self.nsaddr_requests = nsaddr_requests
+        self.http = http
 
     def collect(self) -> Iterator[Metric]:
         view = self.view
@@ -150,10 +176,11 @@ class NamesrvCollector(Collector):
 
         live = GaugeMetricFamily(
             "pynamesrv_brokers_live",
-            "Broker addresses currently registered and not expired, by cluster.",
+            "Broker addresses currently registered and not expired, by cluster (at most "
+            f"{MAX_CLUSTER_LABELS} clusters, the rest summed under 'other').",
             labels=["cluster"],
         )
-        per_cluster = view.live_brokers_per_cluster()
+        per_cluster = bounded_clusters(view.live_brokers_per_cluster())
         for cluster in sorted(per_cluster):
             live.add_metric([cluster], per_cluster[cluster])
         yield live
@@ -210,6 +237,14 @@ class NamesrvCollector(Collector):
         for reason in sorted(set(REFUSAL_REASONS) | set(refusals)):
             refused.add_metric([reason], refusals.get(reason, 0))
         yield refused
+        yield CounterMetricFamily(
+            "pynamesrv_accept_errors",
+            "Accepts of the remoting port that failed: out of file descriptors (EMFILE, "
+            "ENFILE) or kernel memory; new brokers and clients cannot connect meanwhile.",
+            value=view.accept_errors(),
+        )
+        if self.http is not None:
+            yield from _http_families(self.http)
         yield GaugeMetricFamily(
             "pynamesrv_buffered_bytes",
             "Bytes of incomplete frames all connections hold (capped by maxBufferedBytes).",
@@ -271,12 +306,35 @@ class NamesrvCollector(Collector):
         yield build
 
 
+def _http_families(guard: HttpGuard) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "pynamesrv_http_connections", "Open HTTP connections.", value=guard.open
+    )
+    yield GaugeMetricFamily(
+        "pynamesrv_http_max_connections",
+        "HTTP connections allowed (httpMaxConnections, at most a quarter of the open-file limit).",
+        value=guard.limits.max_connections,
+    )
+    refused = CounterMetricFamily(
+        "pynamesrv_http_refused",
+        "HTTP connections closed by a limit, by reason: max_connections (answered 503), "
+        "header_timeout (a request incomplete after httpHeaderTimeoutSeconds), too_large, "
+        "bad_request (aiohttp's parser refused the head: answered 400).",
+        labels=["reason"],
+    )
+    for reason in sorted(set(HTTP_REFUSAL_REASONS) | set(guard.refused)):
+        refused.add_metric([reason], guard.refused.get(reason, 0))
+    yield refused
+
+
 def build_registry(
-    view: NamesrvView, nsaddr_requests: Callable[[], int] | None = None
+    view: NamesrvView,
+    nsaddr_requests: Callable[[], int] | None = None,
+    http: HttpGuard | None = None,
 ) -> CollectorRegistry:
     """A registry of its own: this name server's collector and the process metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NamesrvCollector(view, nsaddr_requests))
+    registry.register(NamesrvCollector(view, nsaddr_requests, http))
     ProcessCollector(registry=registry)
     return registry
 

@@ -48,6 +48,7 @@ from pynamesrv.remoting.acl_sign import (
 )
 from pynamesrv.remoting.codes import RequestCode
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.logtext import shown
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,6 @@ DEFAULT_BINDING_WINDOW_S: Final = 300  # aclBindingWindowSeconds
 MIN_KEY_LENGTH: Final = 7  # AclConstants: accessKey/secretKey "length should longer than 6"
 MAX_FILE_BYTES: Final = 1024 * 1024
 RELOAD_CHECK_S: Final = 1.0  # how often the file's metadata is looked at, at most
-_SHOWN_MAX: Final = 64
 
 
 ANY_ADDRESS: Final = AddressPattern("", True)
@@ -103,16 +103,6 @@ class Need(Enum):
 
     ACCOUNT = "account"
     ADMIN = "admin"
-
-
-def shown(text: object, limit: int = _SHOWN_MAX) -> str:
-    """A peer-supplied value fit for one log line or remark: escaped, truncated; a field
-    the peer left out is ``-``, not Python's ``None``."""
-    value = "-" if text is None else str(text)
-    if value.isprintable() and len(value) <= limit:
-        return value
-    escaped = value[:limit].encode("unicode_escape").decode("ascii")
-    return escaped + ("..." if len(value) > limit else "")
 
 
 # --------------------------------------------------------------------------- accounts

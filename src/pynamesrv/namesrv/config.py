@@ -152,6 +152,8 @@ class NamesrvConfig:
     route_query_fast_path: bool = True
     # pynamesrv's own: observability
     http_port: int = 9880
+    http_max_connections: int = 256
+    http_header_timeout_seconds: int = 10
     ns_addr_list: str = ""
     instance_name: str = ""
     journal_enable: bool = True

@@ -39,6 +39,8 @@ from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
 from pynamesrv.remoting.codes import ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.fdbudget import open_file_limit, remoting_cap
+from pynamesrv.remoting.logtext import name
 from pynamesrv.remoting.proxy_protocol import ProxyMode, ProxyPolicy, parse_networks
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer, ServerLimits
 from pynamesrv.remoting.tls import TlsContextHolder, TlsSettings
@@ -56,11 +58,22 @@ def now_ms() -> int:
 
 
 def server_limits(config: NamesrvConfig) -> ServerLimits:
-    """The remoting server's limits from the config (0 water marks: the server's own)."""
+    """The remoting server's limits from the config (0 water marks: the server's own);
+    ``maxConnections`` at most what the open-file limit leaves it (``fdbudget``)."""
+    nofile = open_file_limit()
+    max_connections = remoting_cap(config.max_connections, nofile)
+    if max_connections < config.max_connections:
+        log.info(
+            "maxConnections=%d is more than the open-file limit (%s) leaves the remoting "
+            "port: at most %d connections (raise the limit, e.g. ulimit -n, for more)",
+            config.max_connections,
+            nofile,
+            max_connections,
+        )
     limits = ServerLimits(
         max_frame_length=config.frame_max_length,
         idle_seconds=config.server_channel_max_idle_time_seconds,
-        max_connections=config.max_connections,
+        max_connections=max_connections,
         max_buffered_bytes=config.max_buffered_bytes,
         frame_read_timeout_s=config.frame_read_timeout_seconds,
         send_buffer=config.server_socket_snd_buf_size,
@@ -480,7 +493,9 @@ class NamesrvController:
         log.info("configTable SIZE: %d", len(self.kv.table))
         for namespace, entries in self.kv.table.items():
             for key, value in entries.items():
-                log.info("configTable NS: %s Key: %s Value: %s", namespace, key, value)
+                log.info(
+                    "configTable NS: %s Key: %s Value: %s", name(namespace), name(key), name(value)
+                )
 
     # ------------------------------------------------------------------ persistence
 

@@ -21,6 +21,7 @@ from pynamesrv.namesrv.events import (
     PermChanged,
     TopicRemoved,
 )
+from pynamesrv.remoting.logtext import name
 
 log = logging.getLogger("pynamesrv")
 
@@ -59,12 +60,12 @@ class EventLog:
                 _removed(event, removed_topics[index])
             elif isinstance(event, TopicRemoved):
                 if event.reason != "no_broker":  # those were counted in the removal's line
-                    log.info("topic %s removed (%s)", event.topic, event.reason)
+                    log.info("topic %s removed (%s)", name(event.topic), event.reason)
             elif isinstance(event, PermChanged) and event.reason == "master_gone":
                 log.info(
                     "broker group %s has no master: write permission of its %d topics removed "
                     "(enableActingMaster)",
-                    event.broker_name,
+                    name(event.broker_name),
                     event.topic_count,
                 )
             elif log.isEnabledFor(logging.DEBUG):
@@ -75,20 +76,20 @@ def _registered(event: BrokerRegistered) -> None:
     if event.first:
         log.info(
             "new broker registered: %s/%s id=%d at %s (ha %s), %d topics",
-            event.cluster,
-            event.broker_name,
+            name(event.cluster),
+            name(event.broker_name),
             event.broker_id,
-            event.broker_addr,
-            event.ha_addr or "-",
+            name(event.broker_addr),
+            name(event.ha_addr or "-"),
             event.topic_count,
         )
     else:
         log.info(
             "broker %s/%s id=%d at %s re-registered: %d topics added, %d changed, dataVersion %s",
-            event.cluster,
-            event.broker_name,
+            name(event.cluster),
+            name(event.broker_name),
             event.broker_id,
-            event.broker_addr,
+            name(event.broker_addr),
             len(event.topics_added),
             len(event.topics_changed),
             _version(event.data_version),
@@ -100,10 +101,10 @@ def _removed(event: BrokerRemoved, topics_gone: int) -> None:
     log.info(
         "broker removed (%s): %s/%s id=%d at %s, last heartbeat %s%s",
         event.reason,
-        event.cluster,
-        event.broker_name,
+        name(event.cluster),
+        name(event.broker_name),
         event.broker_id,
-        event.broker_addr,
+        name(event.broker_addr),
         iso_ms(event.last_heartbeat_ts),
         gone,
     )

@@ -32,6 +32,7 @@ from pynamesrv.namesrv.events import Event, MinBrokerIdChanged
 from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.logtext import name
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +103,11 @@ class MinBrokerIdNotifier:
             if isinstance(event, MinBrokerIdChanged):
                 log.info(
                     "min broker id of %s changed to %d (%s), notify %s, offline broker addr %s",
-                    event.broker_name,
+                    name(event.broker_name),
                     event.min_broker_id,
-                    event.min_broker_addr,
-                    event.notify,
-                    event.offline_broker_addr,
+                    name(event.min_broker_addr),
+                    name(event.notify),
+                    name(event.offline_broker_addr),
                 )
                 for addr in event.notify:
                     self.submit(addr, notification(event, self.version))
@@ -116,16 +117,16 @@ class MinBrokerIdNotifier:
         if self.allowed is not None and not self.allowed.matches(host_of(addr)):
             self.dropped_by[DROPPED_NOT_ALLOWED] += 1
             log.warning(
-                "NOTIFY_MIN_BROKER_ID_CHANGE to %r dropped: not in notifyAllowedAddresses",
-                addr,
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: not in notifyAllowedAddresses",
+                name(addr),
             )
             return
         if addr not in self._pending and len(self._pending) >= self.max_pending:
             self.dropped_by[DROPPED_PENDING_CAP] += 1
             log.warning(
-                "NOTIFY_MIN_BROKER_ID_CHANGE to %r dropped: %d addresses pending "
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s dropped: %d addresses pending "
                 "(notifyMaxPendingTargets)",
-                addr,
+                name(addr),
                 self.max_pending,
             )
             return
@@ -152,12 +153,12 @@ class MinBrokerIdNotifier:
                 del self._pending[addr]
                 if error is None:
                     self.delivered += 1
-                    log.info("NOTIFY_MIN_BROKER_ID_CHANGE delivered to %s", addr)
+                    log.info("NOTIFY_MIN_BROKER_ID_CHANGE delivered to %s", name(addr))
                 else:
                     self.failed += 1
                     log.warning(
                         "NOTIFY_MIN_BROKER_ID_CHANGE to %s failed after %d attempts: %s",
-                        addr,
+                        name(addr),
                         MAX_ATTEMPTS,
                         error,
                     )
@@ -191,7 +192,9 @@ class MinBrokerIdNotifier:
                 if answer.code == ResponseCode.SUCCESS:
                     return None
                 error = f"answered code {answer.code} {answer.remark or ''}".rstrip()
-            log.debug("NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", addr, attempt + 1, error)
+            log.debug(
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", name(addr), attempt + 1, error
+            )
         return error
 
     async def stop(self) -> None:

@@ -51,6 +51,7 @@ from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import ACCESS_KEY
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
+from pynamesrv.remoting.logtext import NAME_MAX, shown
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,7 @@ class DefaultRequestProcessor:
                     "request code %s failed: %s: %s",
                     request.code,
                     type(exc).__name__,
-                    exc,
+                    shown(exc, NAME_MAX),
                     exc_info=True,
                 )
                 answer = RemotingCommand.response_to(

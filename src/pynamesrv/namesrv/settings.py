@@ -414,6 +414,14 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     # pynamesrv's own: observability
     _key("httpPort", P, RESTART, False, "pynamesrv",
          "Port of /metrics, /healthz, /rocketmq/nsaddr, /api and the status page (0: off)."),
+    _key("httpMaxConnections", N, RESTART, False, "pynamesrv",
+         "Open HTTP connections allowed; more are answered 503 and closed at once. At most "
+         "a quarter of the open-file limit (RLIMIT_NOFILE), so HTTP never takes the "
+         "descriptors the remoting port needs.", minimum=1, maximum=1_000_000),
+    _key("httpHeaderTimeoutSeconds", N, RESTART, False, "pynamesrv",
+         "An HTTP request (its headers, and a body if any) must arrive within this many "
+         "seconds of its first byte, and a new connection must start its first request "
+         "within it; else the connection is closed.", minimum=1, maximum=3600),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
          "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",

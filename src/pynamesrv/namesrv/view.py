@@ -100,6 +100,14 @@ class NamesrvView:
         return self._ctrl.config.ns_addr_list.strip()
 
     @property
+    def http_max_connections(self) -> int:
+        return self._ctrl.config.http_max_connections
+
+    @property
+    def http_header_timeout_s(self) -> float:
+        return float(self._ctrl.config.http_header_timeout_seconds)
+
+    @property
     def http_tls(self) -> TlsContextHolder | None:
         return self._ctrl.http_tls
 
@@ -113,6 +121,10 @@ class NamesrvView:
     def refusals(self) -> Mapping[str, int]:
         """Connections closed by a limit or a malformed frame, by reason."""
         return self._ctrl.server.refused
+
+    def accept_errors(self) -> int:
+        """Failed accepts of the remoting port (out of descriptors or kernel memory)."""
+        return self._ctrl.server.accept_errors
 
     def buffered_bytes(self) -> int:
         return self._ctrl.server.buffered_bytes

@@ -34,6 +34,7 @@ fields; split up, one connection's invariants would be spread over several modul
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import socket
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final, Protocol, cast
 
+from pynamesrv.remoting.accept_errors import watch_accept
 from pynamesrv.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FrameDecoder,
@@ -62,6 +64,7 @@ from pynamesrv.remoting.proxy_protocol import (
     detect,
     parse,
 )
+from pynamesrv.remoting.ratelog import RateLimitedLog
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,7 @@ REFUSED_MALFORMED: Final = "malformed_frame"
 REFUSED_PROXY_HEADER: Final = "proxy_header"  # malformed, untrusted, missing or unwanted
 
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
+ACCEPT_ERROR_LOG_PERIOD_S: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -578,6 +582,9 @@ class RemotingServer:
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
         self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
+        self.accept_errors = 0  # accept() failures: out of descriptors or kernel memory
+        self._accept_log = RateLimitedLog(log, ACCEPT_ERROR_LOG_PERIOD_S)
+        self._unwatch: list[Callable[[], None]] = []
 
     def refuse(self, reason: str, peer: str, detail: str = "") -> None:
         """Count a connection closed by a limit; log it, at most one line per reason every
@@ -596,6 +603,18 @@ class RemotingServer:
             f"; {more} more since the last such line" if more > 0 else "",
         )
         self._refusals_logged[reason] = (now, self.refused[reason])
+
+    def accept_failed(self, exc: OSError) -> None:
+        """Count an accept that failed; one line per minute says so (never silent: new
+        brokers and clients cannot connect while it lasts)."""
+        self.accept_errors += 1
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        self._accept_log.hit(
+            "accept",
+            logging.ERROR,
+            f"cannot accept remoting connections: {exc.strerror or exc} ({name}); "
+            f"{len(self.connections)} open, retrying every second",
+        )
 
     def shed_buffers(self) -> None:
         """Over the budget of incomplete frames: close the connections holding the most
@@ -627,6 +646,9 @@ class RemotingServer:
             reuse_address=True,
             start_serving=serving,
         )
+        self._unwatch = [
+            watch_accept(sock.fileno(), self.accept_failed) for sock in self._server.sockets
+        ]
         sockname = self._server.sockets[0].getsockname()
         return sockname[0], sockname[1]
 
@@ -637,6 +659,8 @@ class RemotingServer:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, wait for pending answers."""
+        for unwatch in self._unwatch:
+            unwatch()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
