@@ -239,15 +239,30 @@ async def test_required_mode_closes_a_connection_without_a_header(
     assert answer is not None and answer.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-async def test_off_by_default_a_header_is_closed_with_the_key_to_set(
+async def test_off_closes_a_header_with_the_key_to_set(
     start_namesrv: StartNamesrv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ns = await start_namesrv()
+    ns = await start_namesrv(proxyProtocol="off")
     with caplog.at_level(logging.INFO, logger=SERVER_LOG):
         assert await closed_without_answer(ns.port, v2() + encode(route_query()))
     (line,) = [r.getMessage() for r in caplog.records if r.name == SERVER_LOG]
     assert "set proxyProtocol=auto" in line
     assert not any(c.peer.startswith("192.0.2.7") for c in ns.server.connections)
+
+
+async def test_detected_by_default_from_anyone_without_acl_and_from_no_one_with_it(
+    start_namesrv: StartNamesrv, tmp_path: Path
+) -> None:
+    """As Java, a header is detected out of the box; once aclFile makes addresses guard
+    something, only the balancers named in proxyProtocolTrustedAddresses are believed."""
+    plain = await start_namesrv()
+    assert plain.server.proxy.trusts("127.0.0.1")
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACCOUNTS)
+    acl.chmod(0o600)
+    guarded = await start_namesrv(aclFile=str(acl))
+    assert not guarded.server.proxy.trusts("127.0.0.1")
+    assert await closed_without_answer(guarded.port, v2() + encode(route_query()))
 
 
 async def test_a_trickled_header_is_closed_at_the_frame_deadline(
@@ -279,7 +294,7 @@ def test_trusted_addresses_key_refuses_what_is_not_a_network() -> None:
         entry.parse("10.0.0.0/8;lb.example.com")
 
 
-async def test_start_warns_when_headers_are_believed_from_anyone(
+async def test_start_says_whose_headers_are_believed(
     start_namesrv: StartNamesrv, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="pynamesrv"):
@@ -288,10 +303,9 @@ async def test_start_warns_when_headers_are_believed_from_anyone(
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if "PROXY" in r.getMessage()]
     assert lines == [
         (
-            "WARNING",
-            "PROXY protocol auto from any address: any peer may claim any client address (for "
-            "ACL address checks and the audit log); set proxyProtocolTrustedAddresses to the "
-            "load balancers",
+            "INFO",
+            "PROXY protocol auto: headers from any address, as Java (no ACL address check "
+            "depends on it; set proxyProtocolTrustedAddresses to the load balancers)",
         ),
         ("INFO", "PROXY protocol required: headers from 10.0.0.0/8"),
     ]

@@ -147,7 +147,7 @@ class NamesrvConfig:
     max_connections: int = 10_000
     max_buffered_bytes: int = 512 * 1024 * 1024
     frame_read_timeout_seconds: int = 60
-    proxy_protocol: str = "off"
+    proxy_protocol: str = "auto"
     proxy_protocol_trusted_addresses: str = ""
     route_query_fast_path: bool = True
     # pynamesrv's own: observability

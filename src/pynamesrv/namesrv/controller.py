@@ -170,6 +170,9 @@ class NamesrvController:
             proxy=ProxyPolicy(
                 ProxyMode(self.config.proxy_protocol),
                 parse_networks(self.config.proxy_protocol_trusted_addresses),
+                # Addresses guard ACL checks once aclFile is set: no one's headers then,
+                # until the balancers are named.
+                trust_any=self.access is None,
             ),
         )
         self.port = 0
@@ -247,23 +250,23 @@ class NamesrvController:
         self.heap.freeze()
 
     def _log_proxy_protocol(self) -> None:
-        """Say whose PROXY headers are believed; warn when anyone's are."""
+        """Say whose PROXY headers are believed."""
         policy = self.server.proxy
         if policy.mode is ProxyMode.OFF:
             return
         if policy.trusted:
-            log.info(
-                "PROXY protocol %s: headers from %s",
-                policy.mode.value,
-                ", ".join(str(n) for n in policy.trusted),
+            whose = ", ".join(str(n) for n in policy.trusted)
+        elif policy.trust_any:
+            whose = (
+                "any address, as Java (no ACL address check depends on it; set "
+                "proxyProtocolTrustedAddresses to the load balancers)"
             )
         else:
-            log.warning(
-                "PROXY protocol %s from any address: any peer may claim any client address "
-                "(for ACL address checks and the audit log); set proxyProtocolTrustedAddresses "
-                "to the load balancers",
-                policy.mode.value,
+            whose = (
+                "no address: aclFile is set, so name the load balancers in "
+                "proxyProtocolTrustedAddresses"
             )
+        log.info("PROXY protocol %s: headers from %s", policy.mode.value, whose)
 
     def _log_access(self, host: str) -> None:
         """Say how admin writes are guarded; warn when anyone on the network may make them."""

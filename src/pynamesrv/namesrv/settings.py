@@ -403,11 +403,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "HAProxy PROXY protocol (v1, v2) on the remoting port, as Java 5.1.4+ detects it: "
          "off (a header closes the connection), auto (a connection may start with one, "
          "from proxyProtocolTrustedAddresses), required (every connection must). The "
-         "header's client address is the one logs, audit and ACL checks see.",
+         "header's client address is the one logs, audit and ACL checks see; with aclFile "
+         "set, headers are believed only from proxyProtocolTrustedAddresses.",
          choices=("off", "auto", "required")),
     _key("proxyProtocolTrustedAddresses", Kind.NETWORKS, RESTART, False, "pynamesrv",
          "The load balancers whose PROXY headers are believed (a header from any other "
-         "address closes the connection); empty: every address, as Java does."),
+         "address closes the connection); empty: every address, as Java does, unless aclFile "
+         "is set (then none)."),
     _key("routeQueryFastPath", B, RESTART, False, "pynamesrv",
          "Answer plain route queries from their raw header bytes (false: decode every "
          "request; a switch for comparison and for trouble)."),

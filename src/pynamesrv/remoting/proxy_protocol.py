@@ -191,11 +191,14 @@ class ProxyPolicy:
 
     mode: ProxyMode = ProxyMode.OFF
     trusted: tuple[Network, ...] = ()
+    # With no ``trusted`` networks: every peer (Java), or none (where addresses guard
+    # something, the server sets this false: ACL address checks).
+    trust_any: bool = True
 
     def trusts(self, host: str) -> bool:
         """Whether a connection from ``host`` (the socket's peer IP) may send a header."""
         if not self.trusted:
-            return True
+            return self.trust_any
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
