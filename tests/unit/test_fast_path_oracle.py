@@ -57,6 +57,9 @@ class Wire:
     def set_write_buffer_limits(self, **limits: int) -> None:
         pass
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # everything written is taken at once
+
     def pause_reading(self) -> None:
         pass
 
@@ -201,3 +204,35 @@ def test_a_read_of_queries_for_many_topics_is_answered_by_the_fast_path() -> Non
     assert ctrl.route_fast_path.shapes == 3  # learned once each, then answered from bytes
     assert ctrl.stats.route_query_hits == 30 and conn.decoder.buffered == 0
     assert len(FrameDecoder().feed(bytes(wire.written))) == 30
+
+
+def test_a_read_whose_answers_pass_the_limit_is_left_to_the_normal_path() -> None:
+    """Pipelined queries whose answers would be longer than ``max_answer_bytes`` (the write
+    buffer's high-water mark) are declined by both loops, counting no hit: the normal path
+    answers them only as fast as the peer reads (issue 24)."""
+    for compiled in (True, False):
+        ctrl = controller()
+        fast_path = RouteQueryFastPath(
+            ctrl.routes,
+            ctrl.stats,
+            ctrl.processor.cached_answers_valid,
+            ctrl.processor.route_template,
+            compiled=compiled,
+        )
+        first = fast_path.answer_read(java_query("TopicA", 1))  # learns the shape
+        assert first is not None
+        fast_path.max_answer_bytes = 3 * len(first)
+        three = b"".join(java_query("TopicA", n) for n in (2, 3, 4))
+        four = b"".join(java_query("TopicA", n) for n in (5, 6, 7, 8))
+        assert fast_path.answer_read(three) is not None
+        fast_path.take_hits()
+        assert fast_path.answer_read(four) is None, compiled
+        assert fast_path.take_hits() == {}
+        if compiled:
+            from pynamesrv.namesrv import _fastpath
+
+            generation = ctrl.routes.route_generation
+            shapes = fast_path._shapes
+            assert _fastpath.answer_read(four, shapes, generation, 4 * len(first)) is not None
+            assert _fastpath.answer_read(four, shapes, generation, 4 * len(first) - 1) is None
+            assert _fastpath.answer_read(four, shapes, generation, None) is not None

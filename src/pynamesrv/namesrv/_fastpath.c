@@ -9,7 +9,9 @@
  * when every frame of the read is a plain JSON route query whose shape is known, current
  * (its generation is the registry's) and has its head built; anything else returns None and
  * the Python path decides (it learns shapes, rebuilds answers, or leaves the read to the
- * decoder). It never raises on input bytes.
+ * decoder). So does a read whose answers would be longer than the limit (the optional fourth
+ * argument): the normal path answers it a write buffer at a time. It never raises on input
+ * bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,11 +45,17 @@ static const char *find(const char *start, const char *end, const char *needle, 
 }
 
 static PyObject *answer_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "answer_read(data: bytes, shapes: dict, generation)");
+    if (nargs < 3 || nargs > 4 || !PyBytes_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "answer_read(data: bytes, shapes: dict, generation, limit=None)");
         return NULL;
     }
     PyObject *data = args[0], *shapes = args[1], *generation = args[2];
+    Py_ssize_t limit = PY_SSIZE_T_MAX;
+    if (nargs == 4 && args[3] != Py_None) {
+        limit = PyLong_AsSsize_t(args[3]);
+        if (limit == -1 && PyErr_Occurred()) return NULL;
+    }
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
     Py_ssize_t total = PyBytes_GET_SIZE(data), pos = 0, count = 0, out_size = 0;
     Answer answers[64];
@@ -118,7 +126,7 @@ static PyObject *answer_read(PyObject *self, PyObject *const *args, Py_ssize_t n
         out_size += PyBytes_GET_SIZE(head) + size + PyBytes_GET_SIZE(tail);
         count++;
     }
-    if (count == 0) goto decline;
+    if (count == 0 || out_size > limit) goto decline;
 
     /* Every frame is answerable: count each shape's hit (for the per-topic counts), then
      * write the answers. Nothing ran Python code since the look-ups, so the borrowed
@@ -160,7 +168,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"answer_read", (PyCFunction)(void (*)(void))answer_read, METH_FASTCALL,
-     "answer_read(data, shapes, generation) -> (answers, count) or None"},
+     "answer_read(data, shapes, generation, limit=None) -> (answers, count) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,5 +2,5 @@
 from typing import Any
 
 def answer_read(
-    data: bytes, shapes: dict[bytes, Any], generation: int, /
+    data: bytes, shapes: dict[bytes, Any], generation: int, limit: int | None = None, /
 ) -> tuple[bytes, int] | None: ...

@@ -151,11 +151,13 @@ class NamesrvController:
             access=self.access,
             heap=self.heap,
         )
+        limits = server_limits(self.config)
         self.route_fast_path = RouteQueryFastPath(
             self.routes,
             self.stats,
             self.processor.cached_answers_valid,
             self.processor.route_template,
+            max_answer_bytes=limits.write_high_water,
         )
         reads_checked = self.access is not None and self.access.read_required
         use_fast_path = self.config.route_query_fast_path and not reads_checked
@@ -164,7 +166,7 @@ class NamesrvController:
             on_close=self._on_connection_closed,
             # The fast path answers route queries unread: not when each must be signed.
             raw_answerer=self.route_fast_path if use_fast_path else None,
-            limits=server_limits(self.config),
+            limits=limits,
             backlog=self.config.server_socket_backlog,
             tls=self.tls,
             proxy=ProxyPolicy(

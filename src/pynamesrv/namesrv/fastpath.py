@@ -22,7 +22,9 @@ which no client produces, were removed.
 
 Bounded: at most ``MAX_SHAPES`` shapes (the oldest learned goes first); a shape holds a
 reference to the registry's cached answer and is rebuilt from it when the registry's route
-generation moved.
+generation moved. A read whose answers would be longer than ``max_answer_bytes`` (the write
+buffer's high-water mark: pipelined queries for a topic with a large route) is left to the
+normal path, which builds answers only while the peer reads them.
 """
 
 from __future__ import annotations
@@ -110,11 +112,13 @@ class RouteQueryFastPath:
         template: RouteAnswerTemplate,
         *,
         compiled: bool = True,
+        max_answer_bytes: int | None = None,
     ) -> None:
         """``cache_allowed`` says whether a cached answer is the answer now (no order
         configs, no start-up wait): checked once per read. ``template`` is the processor's,
         so both paths write the same header. ``compiled``: use ``_fastpath.c`` when it was
-        built (the tests run both)."""
+        built (the tests run both). ``max_answer_bytes``: the longest answers to one read
+        given here (None: no limit); a longer one goes to the normal path."""
         self.routes = routes
         self._answers = routes.answers  # its route_generation is read once per read
         self.stats = stats
@@ -123,6 +127,7 @@ class RouteQueryFastPath:
         self._shapes: dict[bytes, _Shape] = {}
         self._latency = stats.histogram(RequestCode.GET_ROUTEINFO_BY_TOPIC)
         self._evicted_hits: Counter[str] = Counter()  # hits of shapes dropped from _shapes
+        self.max_answer_bytes = max_answer_bytes
         self.compiled = _compiled is not None and compiled
         if self.compiled:
             # On this instance only: the compiled loop, with no branch per read.
@@ -152,7 +157,9 @@ class RouteQueryFastPath:
         if not self.cache_allowed():
             return None
         started = perf_counter()
-        done = _compiled.answer_read(data, self._shapes, self._answers.route_generation)
+        done = _compiled.answer_read(
+            data, self._shapes, self._answers.route_generation, self.max_answer_bytes
+        )
         if done is None:
             return self._answer_read(data)
         answers, count = done
@@ -175,6 +182,7 @@ class RouteQueryFastPath:
         out: list[bytes] = []
         answered: list[_Shape] = []
         pos, total = 0, len(data)
+        room = self.max_answer_bytes
         while pos < total:
             if total - pos < 8:
                 return None
@@ -207,7 +215,12 @@ class RouteQueryFastPath:
                 shape = self._learn(key, header)
             if shape[_GENERATION] != generation and not self._revalidate(shape, generation):
                 return None
-            out += (shape[_HEADS][size] or self._head(shape, size), digits, shape[_TAIL])
+            head = shape[_HEADS][size] or self._head(shape, size)
+            if room is not None:
+                room -= len(head) + size + len(shape[_TAIL])
+                if room < 0:
+                    return None  # longer than a write buffer: the normal path, a part at a time
+            out += (head, digits, shape[_TAIL])
             answered.append(shape)
         if not answered:
             return None

@@ -8,6 +8,10 @@ file bytes computed, nothing live yet), written by the caller with ``filestore.a
 off the event loop, and only then applied (``apply``): a client never sees, and the journal
 never records, a change that is not on disk. Everything a remote client can put is bounded:
 names (no path separators or control characters, short), values, and the whole file.
+
+A namespace's GET_KVLIST_BY_NAMESPACE body is encoded once and kept until the namespace
+changes (``namespace_body``): up to the whole file's 16 MB, it is the largest answer a
+client can ask for again and again.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ class KvChange:
 class KvConfigManager:
     def __init__(self) -> None:
         self.table: dict[str, dict[str, str]] = {}
+        # Encoded ``{"table": ...}`` bodies by namespace, each with the entries it encodes: a
+        # change gives its namespace a new entries dict (the others keep theirs), so an
+        # entry is current while it holds the very dict the table holds.
+        self._bodies: dict[str, tuple[dict[str, str], bytes]] = {}
 
     def load(self, path: Path) -> None:
         """Load at start: missing or empty file (or literal null) means an empty store."""
@@ -113,6 +121,12 @@ class KvConfigManager:
     def apply(self, change: KvChange) -> list[Event]:
         """Make a planned change live (after its file write succeeded)."""
         self.table = change.table
+        # The changed namespace's body goes (its entries are a new dict); the others stay.
+        self._bodies = {
+            name: cached
+            for name, cached in self._bodies.items()
+            if change.table.get(name) is cached[0]
+        }
         return change.events
 
     # ------------------------------------------------------------------ reads
@@ -124,6 +138,20 @@ class KvConfigManager:
 
     def namespace(self, namespace: str | None) -> dict[str, str] | None:
         return self.table.get(namespace) if namespace is not None else None
+
+    def namespace_body(self, namespace: str | None) -> bytes | None:
+        """``{"table": {key: value}}`` of ``namespace`` encoded (the body of
+        GET_KVLIST_BY_NAMESPACE, and of a registration's order configs), or None when there
+        is no such namespace. Encoded once per change of the namespace."""
+        entries = self.table.get(namespace) if namespace is not None else None
+        if entries is None or namespace is None:
+            return None
+        cached = self._bodies.get(namespace)
+        if cached is not None and cached[0] is entries:
+            return cached[1]
+        body = fastjson.dumps({"table": entries})
+        self._bodies[namespace] = (entries, body)
+        return body
 
 
 def _file_bytes(table: dict[str, dict[str, str]]) -> bytes:

@@ -19,7 +19,7 @@ import logging
 import re
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Hashable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -482,10 +482,9 @@ class DefaultRequestProcessor:
             ext["masterAddr"] = result.master_addr
         if result.ha_server_addr is not None:
             ext["haServerAddr"] = result.ha_server_addr
-        order_table = self.kv.namespace(ORDER_TOPIC_CONFIG)
         reply_body = b""
-        if order_table is not None and self.registry.config.return_order_topic_config_to_broker:
-            reply_body = fastjson.dumps({"table": order_table})
+        if self.registry.config.return_order_topic_config_to_broker:
+            reply_body = self.kv.namespace_body(ORDER_TOPIC_CONFIG) or b""
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields=ext, body=reply_body
         )
@@ -596,8 +595,16 @@ class DefaultRequestProcessor:
             return self.route_template.frame(request.opaque, body)
         return self._ok(request, body)
 
+    def _listing(self, key: Hashable, build: Callable[[], bytes]) -> bytes:
+        """A table-wide answer's body, encoded once until the tables change (topic lists and
+        cluster info run to megabytes: a client asking again and again costs a copy)."""
+        return self.routes.answers.listing(key, build)
+
     def get_cluster_info(self, request: RemotingCommand, channel: object) -> Answer:
-        return self._ok(request, fastjson.dumps(self.routes.cluster_info()))
+        body = self._listing(
+            RequestCode.GET_BROKER_CLUSTER_INFO, lambda: fastjson.dumps(self.routes.cluster_info())
+        )
+        return self._ok(request, body)
 
     def wipe_write_perm(self, request: RemotingCommand, channel: object) -> Answer:
         count, events = self.routes.wipe_write_perm(request.field("brokerName") or "")
@@ -616,7 +623,11 @@ class DefaultRequestProcessor:
     def get_all_topics(self, request: RemotingCommand, channel: object) -> Answer:
         if not self.registry.config.enable_all_topic_list:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "disable")
-        return self._ok(request, self._topic_list(self.routes.all_topics()))
+        body = self._listing(
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+            lambda: self._topic_list(self.routes.all_topics()),
+        )
+        return self._ok(request, body)
 
     def _require_topic_list_enabled(self) -> None:
         if not self.registry.config.enable_topic_list:
@@ -624,12 +635,21 @@ class DefaultRequestProcessor:
 
     def get_topics_by_cluster(self, request: RemotingCommand, channel: object) -> Answer:
         self._require_topic_list_enabled()
-        topics = self.routes.topics_by_cluster(request.field("cluster"))
-        return self._ok(request, self._topic_list(topics))
+        cluster = request.field("cluster")
+        build = partial(self._topic_list_of_cluster, cluster)
+        if cluster is None or cluster not in self.routes.cluster_addr_table:
+            return self._ok(request, build())  # no topics: nothing worth keeping
+        return self._ok(request, self._listing((RequestCode.GET_TOPICS_BY_CLUSTER, cluster), build))
+
+    def _topic_list_of_cluster(self, cluster: str | None) -> bytes:
+        return self._topic_list(self.routes.topics_by_cluster(cluster))
 
     def get_system_topics(self, request: RemotingCommand, channel: object) -> Answer:
-        topics, broker_addr = self.routes.system_topics()
-        return self._ok(request, self._topic_list(topics, broker_addr))
+        body = self._listing(
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS,
+            lambda: self._topic_list(*self.routes.system_topics()),
+        )
+        return self._ok(request, body)
 
     def get_unit_topics(self, request: RemotingCommand, channel: object) -> Answer:
         self._require_topic_list_enabled()
@@ -638,7 +658,8 @@ class DefaultRequestProcessor:
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: RouteInfoManager.has_unit_sub,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: RouteInfoManager.has_unit_sub_ununit,
         }[RequestCode(request.code)]
-        return self._ok(request, self._topic_list(self.routes.unit_topics(want)))
+        body = self._listing(request.code, lambda: self._topic_list(self.routes.unit_topics(want)))
+        return self._ok(request, body)
 
     def delete_topic(self, request: RemotingCommand, channel: object) -> Answer:
         self._emit(
@@ -737,12 +758,12 @@ class DefaultRequestProcessor:
 
     def get_kv_list(self, request: RemotingCommand, channel: object) -> Answer:
         namespace = request.field("namespace")
-        table = self.kv.namespace(namespace)
-        if table is None:
+        body = self.kv.namespace_body(namespace)  # encoded once per change of the namespace
+        if body is None:
             raise RequestError(
                 ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {_java(namespace)}"
             )
-        return self._ok(request, fastjson.dumps({"table": table}))
+        return self._ok(request, body)
 
     # ------------------------------------------------------------------ name-server config
 

@@ -307,7 +307,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "SO_RCVBUF of accepted connections in bytes (0: the OS default).",
          minimum=0, maximum=INT32_MAX),
     _key("writeBufferHighWaterMark", N, RESTART, True, "4.9.4",
-         "Stop reading from a peer whose unread answers exceed this many bytes (0: 4 MiB).",
+         "Answer a peer only while its unread answers are under this many bytes; above, "
+         "read and answer nothing more until it reads (0: 4 MiB).",
          minimum=0, maximum=INT32_MAX),
     _key("writeBufferLowWaterMark", N, RESTART, True, "4.9.4",
          "Read again when they fall below this many bytes (0: 1 MiB).",

@@ -1,11 +1,20 @@
 """The asyncio remoting server: sockets, framing, limits, idle timeout, back-pressure.
 
 One ``Connection`` (an asyncio Protocol) per TCP connection. ``data_received`` decodes every
-complete frame in the read, answers each through the handler, and writes all answers at
-once: no task or coroutine per request on the hot path. Only answers that must wait (a disk
-write, a large body decoded a step at a time) arrive as awaitables and get a task; until it
-is done the connection reads nothing more and handles nothing after that request, so each
+complete frame in the read, answers each through the handler, and writes the answers
+together: no task or coroutine per request on the hot path. Only answers that must wait (a
+disk write, a large body decoded a step at a time) arrive as awaitables and get a task; until
+it is done the connection reads nothing more and handles nothing after that request, so each
 connection's requests take effect, and are answered, in the order they were sent.
+
+Answers are built only while the connection's write buffer is under its high-water mark
+(``write_high_water``): once the buffer and the answers built reach it, they are written and
+the rest of the read waits in the backlog, unanswered, reading paused. When the transport
+paused writing (the peer does not read), the backlog is answered once the peer has read the
+buffer down to the low-water mark; otherwise in a later callback, after the other peers'
+ready ones. A peer that pipelines hundreds of requests with megabyte answers makes the server
+hold one read of requests and about one high-water mark of answers, build no more of them
+than it reads, and keep the loop for no longer than building one high-water mark of them.
 
 Limits keep a hostile peer from holding memory or connections (``ServerLimits``): a frame
 larger than the frame limit is refused as soon as its length word arrives; a frame must
@@ -110,8 +119,9 @@ class ServerLimits:
     frame_read_timeout_s: float = 60.0  # 0: no deadline
     send_buffer: int = 0  # SO_SNDBUF of accepted sockets, 0: the OS default
     receive_buffer: int = 0  # SO_RCVBUF
-    # Stop reading from a peer whose answers pile up unread beyond this (it sends but does
-    # not read); resume when the kernel took most of it.
+    # Build answers for a peer only while its unread ones are under this; above it (the
+    # peer sends but does not read), read and answer nothing more until the kernel took
+    # most of them, down to the low-water mark.
     write_high_water: int = 4 * 1024 * 1024
     write_low_water: int = 1 * 1024 * 1024
 
@@ -133,6 +143,7 @@ class Connection(asyncio.Protocol):
         self._backlog_bytes = 0
         self._backlog_error: FrameError | None = None
         self._paused_for_writes = False
+        self._soon: asyncio.Handle | None = None  # the backlog's next turn (``_answer_soon``)
         self._held = 0  # bytes counted in the server's buffered total
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
@@ -189,12 +200,12 @@ class Connection(asyncio.Protocol):
             if not data:
                 return
         decoder = self.decoder
-        if self._waiting is not None:  # arrived with the read that paused us: keep it
+        if self._waiting is not None or self._backlog:  # after frames still to answer
             self._queue(data)
             return
         before = decoder.buffered
         raw_answerer = self.server.raw_answerer
-        if raw_answerer is not None and not before:
+        if raw_answerer is not None and not before and not self._paused_for_writes:
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
@@ -204,12 +215,13 @@ class Connection(asyncio.Protocol):
             frames = decoder.feed_raw(data)
         except FrameError as exc:
             broken, frames = exc, exc.frames
-        self._serve(frames, [], broken)
-        if before or self._held or decoder.buffered:  # else nothing to account or to time
+        self._serve(frames, broken)
+        if before or self._held or decoder.buffered or self._backlog_bytes:
             self._after_read(progress=bool(frames) or decoder.buffered < before)
 
     def _queue(self, data: bytes) -> None:
-        """Keep the frames of a read that arrived while an answer is awaited."""
+        """Keep the frames of a read that arrived while earlier ones wait to be answered (an
+        answer is awaited, or the peer has not read what was written)."""
         try:
             frames = self.decoder.feed_raw(data)
         except FrameError as exc:
@@ -218,55 +230,71 @@ class Connection(asyncio.Protocol):
         self._backlog_bytes += sum(len(f[1]) + len(f[2]) for f in frames)
         self._after_read(progress=bool(frames))
 
-    def _serve(self, frames: list[RawFrame], out: list[bytes], broken: FrameError | None) -> None:
-        """Answer ``frames`` in order and write the answers (after those in ``out``) at once.
-        A request whose answer must be awaited stops here: the frames after it wait in the
-        backlog, and reading pauses, until its answer is written. A frame that does not
-        decode ends the connection after the answers to the frames before it, as in Java."""
-        index, error = self._answer(frames, out)
-        if out:
-            self._send(b"".join(out) if len(out) > 1 else out[0])
-        if self._waiting is not None:
+    def _serve(self, frames: list[RawFrame], broken: FrameError | None) -> None:
+        """Answer ``frames`` in order and write the answers. A request whose answer must be
+        awaited stops here, and so does a write buffer's worth of answers: the frames not
+        answered wait in the backlog, reading paused, until the answer is written, the peer
+        has read (the transport paused writing), or the loop's next turn. A frame that does
+        not decode ends the connection after the answers to the frames before it, as in
+        Java."""
+        index, error = self._answer(frames)
+        if self._waiting is not None or (error is None and index < len(frames)):
             rest = frames[index:]
-            self._backlog.extend(rest)
-            self._backlog_bytes += sum(len(f[1]) + len(f[2]) for f in rest)
+            if rest:
+                self._backlog.extend(rest)
+                self._backlog_bytes += sum(len(f[1]) + len(f[2]) for f in rest)
             self._backlog_error = broken
+            if self._waiting is None and not self._paused_for_writes:
+                self._answer_soon()
             return
         broken = error or broken
         if broken is not None:
             self.server.refuse(REFUSED_MALFORMED, self.peer, str(broken))
             self.close(ERROR)
 
-    def _answer(self, frames: list[RawFrame], out: list[bytes]) -> tuple[int, FrameError | None]:
-        """Append the answers to ``frames`` to ``out`` until one must be awaited or does not
-        decode; returns the index of the first frame not handled and the decode error."""
+    def _answer(self, frames: list[RawFrame]) -> tuple[int, FrameError | None]:
+        """Answer ``frames`` in order, and write the answers, until one must be awaited, does
+        not decode, or the answers fill the write buffer; returns the index of the first frame
+        not handled and the decode error.
+
+        Answers are built only while the write buffer plus the answers built is under the
+        high-water mark (one at least, unless the transport paused writing): so a connection
+        holds about one high-water mark of answers plus one answer, however many requests
+        with large answers a read carries, and one call builds no more than that."""
         handler = self.server.handler
+        transport = self.transport
+        high = self.server.limits.write_high_water
+        room = high - transport.get_write_buffer_size() if transport is not None else high
+        out: list[bytes] = []
         index, count = 0, len(frames)
+        error: FrameError | None = None
         while index < count:
+            if (room <= 0 and out) or self._paused_for_writes:
+                break  # a write buffer's worth: the rest waits for the peer, or its turn
             serialize, header, body, body_crc = frames[index]
             try:
                 command = decode_command(serialize, header, body, body_crc)
             except FrameError as exc:
-                return index, exc
+                error = exc
+                break
             except Exception as exc:  # a decoder bug: close, but keep the answers so far
                 log.error(
                     "decoding a frame from %s failed: %s: %s", self.peer, type(exc).__name__, exc
                 )
-                return index, FrameError(f"undecodable frame ({type(exc).__name__})")
+                error = FrameError(f"undecodable frame ({type(exc).__name__})")
+                break
             index += 1
             answer = handler(command, self)
             if answer is None:
                 continue
             if inspect.isawaitable(answer):
                 self._await(answer, command.is_oneway)
-                return index, None
+                break
             if command.is_oneway:  # Java never answers a oneway request
                 continue
-            if isinstance(answer, bytes):
-                out.append(answer)
-            else:
+            if not isinstance(answer, bytes):
                 try:
-                    out.append(encode(answer))
+                    answer = encode(answer)
                 except Exception as exc:  # an answer we cannot encode is our bug, not theirs
                     log.error(
                         "encoding the answer to code %s failed: %s: %s",
@@ -274,8 +302,13 @@ class Connection(asyncio.Protocol):
                         type(exc).__name__,
                         exc,
                     )
-                    return index, FrameError("unanswerable request")
-        return index, None
+                    error = FrameError("unanswerable request")
+                    break
+            out.append(answer)
+            room -= len(answer)
+        if out:
+            self._send(b"".join(out) if len(out) > 1 else out[0])
+        return index, error
 
     def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
         self._waiting = asyncio.ensure_future(self._answer_later(answer, oneway))
@@ -298,12 +331,36 @@ class Connection(asyncio.Protocol):
                 log.error(
                     "encoding an answer to %s failed: %s: %s", self.peer, type(exc).__name__, exc
                 )
+        self._serve_backlog()
+
+    def _answer_soon(self) -> None:
+        """The backlog's next part in a later callback, once the peers ready now are served
+        (a peer that reads as fast as the server writes must not keep the loop); nothing is
+        read meanwhile."""
+        if self._soon is None and self.is_open:
+            self.transport.pause_reading()  # type: ignore[union-attr]  # is_open: it is set
+            self._soon = asyncio.get_running_loop().call_soon(self._answer_turn)
+
+    def _answer_turn(self) -> None:
+        self._soon = None
+        self._serve_backlog()
+
+    def _serve_backlog(self) -> None:
+        """Answer the frames that waited (for an awaited answer, for the peer to read, or for
+        their turn) as far as the write buffer lets; read again once none is left."""
+        if not self.is_open:
+            return  # closing: what waited is dropped (``_account``)
         frames, error = list(self._backlog), self._backlog_error
         self._backlog.clear()
         self._backlog_bytes, self._backlog_error = 0, None
-        self._serve(frames, [], error)
+        self._serve(frames, error)
         self._account()
-        if self._waiting is None and not self._paused_for_writes and self.is_open:
+        if (
+            self._waiting is None
+            and not self._paused_for_writes
+            and not self._backlog
+            and self.is_open
+        ):
             self.transport.resume_reading()  # type: ignore[union-attr]  # is_open: it is set
 
     # TLS ---------------------------------------------------------------------------
@@ -448,9 +505,11 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        """The peer read the buffer down to the low-water mark: answer what waits, then read
+        again (an awaited answer, when there is one, does both once it is written)."""
         self._paused_for_writes = False
-        if self._waiting is None and self.is_open:
-            self.transport.resume_reading()  # type: ignore[union-attr]  # is_open: it is set
+        if self._waiting is None and self._soon is None:
+            self._serve_backlog()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:

@@ -4,12 +4,16 @@ Answers are cached per (topic, dialect) and dropped whenever a change touches th
 route query costs one dict look-up. The 5.x views of a route are computed here too, and
 cached the same way: the acting master (supportActingMaster) inside the plain answer, a
 zone's filtered answer per (topic, dialect, zone) (ZoneRouteRPCHook).
+
+The answers that list the tables (topic lists, cluster info: megabytes over 100,000 topics)
+are cached as encoded bodies too (``listing``), all of them dropped by any change of the
+tables: every change calls ``invalidate`` (or ``forget_all``).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -90,6 +94,9 @@ class RouteAnswers:
         # Bumped whenever cached routes are dropped: while it stands still, every answer built
         # from the cache is still good.
         self.route_generation = 0
+        # Encoded bodies of the answers that list the tables (``listing``), dropped by every
+        # change: a few per server (one per cluster for a cluster's topics).
+        self._listings: dict[Hashable, bytes] = {}
 
     def set_support_acting_master(self, enabled: bool) -> None:
         """supportActingMaster changed at run time: every cached answer may change."""
@@ -101,6 +108,7 @@ class RouteAnswers:
         """Drop every cached answer (the tables were cleared or replaced)."""
         self._route_cache.clear()
         self.zone_route_cache.clear()
+        self._listings.clear()
         self.route_generation += 1
 
     def invalidate(self, topics: Iterable[str]) -> None:
@@ -108,6 +116,8 @@ class RouteAnswers:
         larger than the cache (a registration of 100,000) is matched against the cache's
         entries instead, one look-up per entry rather than three per topic."""
         self.route_generation += 1
+        if self._listings:
+            self._listings.clear()  # any change may change a list or the cluster info
         cache, zone_cache = self._route_cache, self.zone_route_cache
         if not cache and not zone_cache:
             return
@@ -121,6 +131,15 @@ class RouteAnswers:
             cache.pop((topic, False), None)
             cache.pop((topic, True), None)
             zone_cache.pop(topic, None)
+
+    def listing(self, key: Hashable, build: Callable[[], bytes]) -> bytes:
+        """The encoded body of a table-wide answer (a topic list, the cluster info) known by
+        ``key``: ``build()`` once, then the same bytes until the tables change. The caller
+        decides what is worth keeping (no key a client can vary at will)."""
+        body = self._listings.get(key)
+        if body is None:
+            body = self._listings[key] = build()
+        return body
 
     def pickup_route(self, topic: str | None) -> dict[str, Any] | None:
         """pickupTopicRouteData (state.md §6) as plain data, or None when there is no route.

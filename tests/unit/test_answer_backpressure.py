@@ -1,0 +1,154 @@
+"""A connection builds answers only while its write buffer is under the high-water mark
+(issue 24): driven through a transport double whose buffer the test fills and empties, so
+what is built when is exact, with no socket and no clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pynamesrv.namesrv import requests
+from pynamesrv.namesrv.config import NamesrvConfig
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.remoting.codec import FrameDecoder, encode
+from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.server import Connection, RemotingServer, ServerLimits
+
+HIGH, LOW = 100_000, 20_000
+LIMITS = ServerLimits(
+    idle_seconds=0, frame_read_timeout_s=0, write_high_water=HIGH, write_low_water=LOW
+)
+VALUE = "v" * 30_000  # answers of 30 KB: four fill the buffer past the mark
+
+
+class Transport:
+    """A transport that keeps what is written until the test lets the peer read it, and
+    pauses and resumes its protocol on the water marks as asyncio's do; or, ``drains``,
+    one whose peer takes everything at once."""
+
+    def __init__(self, drains: bool = False) -> None:
+        self.drains = drains
+        self.protocol: Connection | None = None
+        self.buffered = 0
+        self.received = bytearray()  # what the peer read
+        self.writes = 0
+        self.reading = True
+        self.paused = False
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        self.received += data  # the order is kept whether or not the peer read it yet
+        if self.drains:
+            return
+        self.buffered += len(data)
+        if self.buffered > HIGH and not self.paused:
+            self.paused = True
+            assert self.protocol is not None
+            self.protocol.pause_writing()
+
+    def peer_reads(self) -> None:
+        self.buffered = 0
+        if self.paused:
+            self.paused = False
+            assert self.protocol is not None
+            self.protocol.resume_writing()
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def set_write_buffer_limits(self, **limits: int) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+def connect(drains: bool = False) -> tuple[NamesrvController, Connection, Transport]:
+    ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
+    ctrl.kv.apply(ctrl.kv.plan_put("ns", "k", VALUE))
+    server = RemotingServer(ctrl.handle, limits=LIMITS)
+    conn, transport = Connection(server), Transport(drains)
+    transport.protocol = conn
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return ctrl, conn, transport
+
+
+def kv_lists(count: int) -> bytes:
+    request = requests.get_kvlist_by_namespace("ns")
+    frames = []
+    for opaque in range(count):
+        request.opaque = opaque
+        frames.append(encode(request))
+    return b"".join(frames)
+
+
+def answers(transport: Transport) -> list[RemotingCommand]:
+    return FrameDecoder().feed(bytes(transport.received))
+
+
+def built(ctrl: NamesrvController) -> int:
+    return ctrl.stats.histogram(RequestCode.GET_KVLIST_BY_NAMESPACE).count
+
+
+async def test_a_peer_that_does_not_read_gets_answers_only_as_it_reads() -> None:
+    ctrl, conn, transport = connect()
+    conn.data_received(kv_lists(100))  # 3 MB of answers, one read
+    assert built(ctrl) == 4  # 3 under the mark, the fourth crosses it
+    assert transport.paused and not transport.reading
+    assert conn.held > 0  # 96 requests wait
+    await asyncio.sleep(0)
+    assert built(ctrl) == 4  # nothing more while the peer does not read
+    rounds = 0
+    while built(ctrl) < 100:
+        transport.peer_reads()  # resume_writing: the next buffer's worth, at once
+        rounds += 1
+        assert built(ctrl) == min(4 * (rounds + 1), 100)
+    assert conn.held == 0 and not transport.reading  # the last answers are not read yet
+    transport.peer_reads()
+    assert transport.reading
+    got = answers(transport)
+    assert [a.opaque for a in got] == list(range(100))
+    assert {(a.code, len(a.body)) for a in got} == {(ResponseCode.SUCCESS, len(VALUE) + 18)}
+
+
+async def test_a_peer_that_reads_at_once_is_answered_a_buffer_per_turn() -> None:
+    """The transport never pauses (the peer takes everything): the answers still come a
+    high-water mark per callback, so other peers' callbacks run in between."""
+    ctrl, conn, transport = connect(drains=True)
+    conn.data_received(kv_lists(100))
+    assert built(ctrl) == 4 and not transport.reading
+    turns = 0
+    while built(ctrl) < 100:
+        before = built(ctrl)
+        await asyncio.sleep(0)  # one turn of the loop: the others' ready callbacks, then ours
+        turns += 1
+        assert built(ctrl) - before <= 4
+    assert turns >= 24 and transport.reading and conn.held == 0
+    assert [a.opaque for a in answers(transport)] == list(range(100))
+
+
+async def test_requests_with_small_answers_are_answered_in_one_go() -> None:
+    """What clients send (a few requests per read, small answers) is answered and written in
+    the callback that read it, with one write."""
+    _, conn, transport = connect()
+    query = requests.get_routeinfo_by_topic("Missing")
+    frames = []
+    for opaque in range(50):
+        query.opaque = opaque
+        frames.append(encode(query))
+    conn.data_received(b"".join(frames))
+    assert transport.writes == 1 and transport.reading and conn.held == 0
+    assert [a.opaque for a in answers(transport)] == list(range(50))
