@@ -266,3 +266,36 @@ def test_make_dist_wheel_and_sdist_install_in_fresh_venvs_and_serve(tmp_path: Pa
                 timeout=60,
             ).stdout
         )  # the installed package ran, not the checkout
+
+
+# ---------------------------------------------------------------------------- the docs
+
+
+def test_no_install_line_asks_pypi_for_pynamesrv() -> None:
+    """pynamesrv is not on PyPI: `pip install pynamesrv` / `'pynamesrv[extra]'` cannot work."""
+    texts = [REPO / "README.md", REPO / "Dockerfile", *REPO.glob("docs/*.md")]
+    texts += [p for p in REPO.glob("deploy/**/*") if p.is_file()]
+    texts += list(REPO.glob("src/**/*.py"))
+    wrong = re.compile(r"pip install (?:-U |--upgrade )?['\"]?pynamesrv\b")
+    for path in texts:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("#") or path.suffix != ".py":
+                assert not wrong.search(line), f"{path.relative_to(REPO)}:{number}: {line}"
+
+
+def test_systemd_header_installs_from_the_checkout_and_the_shipped_example() -> None:
+    header = [
+        line.removeprefix("#").strip()
+        for line in (REPO / "deploy" / "pynamesrv.service").read_text().splitlines()
+        if line.startswith("#")
+    ]
+    assert any(line.endswith("/opt/pynamesrv/bin/pip install .") for line in header), header
+    [installs] = [line for line in header if line.startswith("install -o")]
+    source = installs.split()[-2]
+    assert (REPO / source).is_file(), source  # deploy/namesrv.properties
+    checked = subprocess.run(
+        [str(ENTRY_POINT), "serve", "-c", str(REPO / source), "-p"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "listenPort=9876" in checked.stdout.splitlines()
