@@ -1,4 +1,5 @@
 # Two commands matter: `make run` and `make test`. Both create .venv when it is missing.
+# `make dist`: the sdist and a wheel built from it in dist/, for `pip install dist/...whl`.
 ARGS ?=
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ C_SOURCES := src/pynamesrv/namesrv/_fastpath.c src/pynamesrv/namesrv/_routed.c
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench docs clean
+.PHONY: run test lint bench docs dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,9 +57,25 @@ bench: $(VENV)/.installed-test
 		$(BIN)/python bench/$$b.py || exit 1; \
 	done
 
+# dist/pynamesrv-VERSION.tar.gz and the wheel built from it (so the sdist is proven complete).
+# With a C compiler and Python's headers (gcc, python3-dev) the wheel is platform-specific and
+# carries the compiled loops; without, it is py3-none-any and runs their slower Python twins:
+# the last line says which.
+dist: | $(BIN)/python
+	$(BIN)/pip install --quiet 'build>=1'
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	@if ls dist/*-py3-none-any.whl >/dev/null 2>&1; then \
+		echo "NOTE: no C compiler or Python headers: dist/ holds a pure-Python wheel; pynamesrv"; \
+		echo "      runs the slower Python twins of its compiled loops (install gcc and python3-dev,"; \
+		echo "      then make dist again for the platform wheel)."; \
+	else \
+		echo "dist/: sdist and a platform wheel with the compiled loops (fastpath, routed)"; \
+	fi
+
 # Regenerate docs/configuration.md from the key table (a test checks it is current).
 docs: $(VENV)/.installed-run
 	$(BIN)/python -c 'from pynamesrv.namesrv.config import reference_markdown as r; print(r(), end="")' > docs/configuration.md
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(NODE_DIR)/node_modules .pytest_cache .mypy_cache build dist

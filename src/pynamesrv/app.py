@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import ListenError, NamesrvController
+from pynamesrv.namesrv.fastpath import compiled_loops, describe_compiled_loops
 
 if TYPE_CHECKING:
     from pynamesrv.http.app import HttpServer
@@ -32,6 +33,9 @@ class NameServer:
     async def start(self) -> None:
         controller = self.controller
         await controller.start()
+        # Warned when a C loop is missing: the README's figures then do not hold.
+        level = logging.WARNING if any(compiled_loops().values()) else logging.INFO
+        log.log(level, "%s", describe_compiled_loops())
         port = controller.config.http_port
         if port == 0:
             return

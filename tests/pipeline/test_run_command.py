@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from pynamesrv.cli.pipeline import pipeline
+from pynamesrv.cli.pipeline import PIPELINE_EXTRA, pipeline
 from pynamesrv.pipeline.job import TABLES, Derived, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.sessions import SESSION_COLUMNS
@@ -137,6 +138,9 @@ def test_without_pyspark_one_line_says_what_to_install(
     result = CliRunner().invoke(pipeline, [*command, "--journal", "j"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: PySpark is not installed: pip install 'pynamesrv[pipeline]' (Spark also needs "
-        "Java 17 on the PATH or in JAVA_HOME)"
+        f"Error: PySpark is not installed: {sys.executable} -m pip install 'pyspark>=3.5,<5' "
+        "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
     ]
+    # pynamesrv is not on PyPI (issue 26): the line names the extra's own requirement.
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["optional-dependencies"]["pipeline"] == [PIPELINE_EXTRA]

@@ -156,14 +156,19 @@ def _no_active_session() -> bool:
     return SparkSession.getActiveSession() is None
 
 
+# pyproject.toml's "pipeline" extra (a test keeps them equal): pynamesrv is not on PyPI, so
+# `pip install pynamesrv[pipeline]` cannot work; this line works in any install.
+PIPELINE_EXTRA = "pyspark>=3.5,<5"
+
+
 def _require_pyspark() -> None:
     """Spark is the optional 'pipeline' extra: without it, one line says how to get it."""
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
         raise click.ClickException(
-            "PySpark is not installed: pip install 'pynamesrv[pipeline]' (Spark also needs "
-            "Java 17 on the PATH or in JAVA_HOME)"
+            f"PySpark is not installed: {sys.executable} -m pip install '{PIPELINE_EXTRA}' "
+            "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
         ) from exc
 
 

@@ -34,6 +34,7 @@ from pynamesrv import __version__
 from pynamesrv.http.guard import REFUSAL_REASONS as HTTP_REFUSAL_REASONS
 from pynamesrv.http.guard import HttpGuard
 from pynamesrv.namesrv.events import RemovalReason
+from pynamesrv.namesrv.fastpath import compiled_loops
 from pynamesrv.namesrv.journal import DROP_CAUSES
 from pynamesrv.namesrv.notifier import DROP_CAUSES as NOTIFY_DROP_CAUSES
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
@@ -304,6 +305,15 @@ class NamesrvCollector(Collector):
         )
         build.add_metric(list(BUILD_INFO.values()), 1)
         yield build
+        loops = GaugeMetricFamily(
+            "pynamesrv_compiled_loops",
+            "1 where a compiled C loop runs, 0 where its slower Python twin does (pynamesrv "
+            "installed without a C compiler): fastpath (route queries), routed (registrations).",
+            labels=["loop"],
+        )
+        for loop, missing in compiled_loops().items():
+            loops.add_metric([loop], 0 if missing else 1)
+        yield loops
 
 
 def _http_families(guard: HttpGuard) -> Iterator[Metric]:

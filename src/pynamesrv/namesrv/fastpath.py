@@ -37,6 +37,7 @@ from operator import itemgetter
 from time import perf_counter
 from typing import Any, Final
 
+from pynamesrv.namesrv import model
 from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats
 from pynamesrv.remoting.codec import FrameError, decode_command, encode_frame, frame_head
@@ -52,9 +53,34 @@ _GENERATION, _TAIL, _HEADS, _HITS, _TOPIC = range(5)  # items of a _Shape (see i
 
 try:  # the compiled hot loop (setup.py builds it where a C compiler exists)
     from pynamesrv.namesrv import _fastpath as _compiled
-except ImportError:  # pragma: no cover - the pure-Python path below does the same
+
+    _COMPILED_MISSING = ""
+except ImportError as exc:  # pragma: no cover - the pure-Python path below does the same
     # Typed as the module (its stub is _fastpath.pyi); every use checks for None first.
     _compiled = None  # type: ignore[assignment]
+    _COMPILED_MISSING = str(exc)
+
+
+def compiled_loops() -> dict[str, str]:
+    """Loop -> "" where its compiled C module runs, else why its Python twin does (the
+    import error): ``fastpath`` (this module's hot loop), ``routed`` (model's per-topic
+    registration decode). A wheel built without a C compiler has neither; the README's
+    performance figures assume both."""
+    return {"fastpath": _COMPILED_MISSING, "routed": model.COMPILED_MISSING}
+
+
+def describe_compiled_loops() -> str:
+    """The start-up line: which loops are compiled, or which Python twins run and why."""
+    loops = compiled_loops()
+    compiled = [name for name, missing in loops.items() if not missing]
+    twins = [f"{name} ({missing})" for name, missing in loops.items() if missing]
+    if not twins:
+        return f"compiled loops in use: {', '.join(compiled)}"
+    return (
+        f"compiled loops in use: {', '.join(compiled) or 'none'}; the slower Python twins run"
+        f" for {', '.join(twins)}: pynamesrv was installed without a C compiler"
+        " (a py3-none-any wheel); install it from a platform wheel (make dist) for full speed"
+    )
 
 
 class RouteAnswerTemplate:

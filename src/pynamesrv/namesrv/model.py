@@ -23,8 +23,11 @@ from pynamesrv.remoting.codes import Version
 
 try:  # the per-topic decode loops, compiled (setup.py builds them where a C compiler exists)
     from pynamesrv.namesrv import _routed as _compiled
-except ImportError:  # pragma: no cover - a machine without a compiler
+
+    COMPILED_MISSING = ""  # why not, for the start-up line (fastpath.describe_compiled_loops)
+except ImportError as exc:  # pragma: no cover - a machine without a compiler
     _compiled = None  # type: ignore[assignment]
+    COMPILED_MISSING = str(exc)
 
 _INT32 = struct.Struct(">i")
 # Ceiling of a compressed body's inflated size when the caller gives none: four times the

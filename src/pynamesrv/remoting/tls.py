@@ -267,7 +267,7 @@ def _load_self_signed(context: ssl.SSLContext) -> None:
     except ImportError as exc:
         raise ValueError(
             f"{KEY_TEST_MODE}=true needs the 'cryptography' package "
-            "(pip install 'pynamesrv[tls]'), or set tls.server.certPath"
+            "(pip install 'cryptography>=42,<47', the 'tls' extra), or set tls.server.certPath"
         ) from exc
     cert_pem, key_pem = selfsigned.generate("pynamesrv")
     with tempfile.TemporaryDirectory() as tmp:
