@@ -227,6 +227,7 @@ class NamesrvController:
         self.bound_host = ""
         self._locks: list[int] = []  # flock descriptors of the state files, held while running
         self._bound = False
+        self._served = False
         self.journal: Journal | None = None
         self.recovered: Recovered | None = None  # what start() recovered from the journal
         # What recovery had to skip of a damaged journal (told in the log, /healthz and the
@@ -336,6 +337,7 @@ class NamesrvController:
             except OSError as exc:
                 raise PathError("journalDir", self.journal_root, exc) from exc
         await self.server.serve()
+        self._served = True
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
         self._log_proxy_protocol()
@@ -438,7 +440,7 @@ class NamesrvController:
             log.info("recovery complete: every recovered broker registered again or expired")
 
     async def _start_journal(self) -> None:
-        self.journal = Journal(
+        journal = Journal(
             self.journal_root,
             self.instance,
             flush_interval_s=self.config.journal_flush_interval_ms / 1000,
@@ -447,7 +449,8 @@ class NamesrvController:
             max_bytes=self.config.journal_max_bytes,
             max_pending_bytes=self.config.journal_max_pending_bytes,
         )
-        await self.journal.start()
+        await journal.start()  # only a started journal is ours to stop
+        self.journal = journal
         self.stats.count_topics = True
         self.add_listener(self.journal.on_events)
         recovered = self.recovered.to_record() if self.recovered is not None else None
@@ -523,7 +526,8 @@ class NamesrvController:
         self._writer.shutdown(wait=True)
         self._unlock_state_files()  # after the last write
         self.heap.release()
-        log.info("The Name Server stopped")
+        if self._served:  # a start refused after bind() never said it booted either
+            log.info("The Name Server stopped")
 
     @staticmethod
     async def _every(first_s: float, period_s: float, job: Callable[[], object]) -> None:
