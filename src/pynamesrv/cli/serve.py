@@ -188,7 +188,7 @@ def _serve(registry: ConfigRegistry) -> None:
     try:
         asyncio.run(_run(server))
     except KvConfigError as exc:
-        _refuse(f"cannot load the KV store: {exc}")
+        _refuse(f"cannot load the KV store: {exc}", code=1)
     except ListenError as exc:
         flag = {"listenPort": " / --port", "httpPort": " / --http-port"}.get(exc.key, "")
         _refuse(
@@ -199,10 +199,11 @@ def _serve(registry: ConfigRegistry) -> None:
         _refuse(str(exc))
 
 
-def _refuse(message: str) -> None:
-    """A start refused by its configuration: one line, exit code 2 (as a bad config file)."""
+def _refuse(message: str, code: int = 2) -> None:
+    """A start refused: one line; exit code 2 when the configuration is in the way (a busy
+    port, a state file another server holds, a path under a file), as a bad config file."""
     click.echo(f"Error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def _start_logging(config: NamesrvConfig) -> None:
