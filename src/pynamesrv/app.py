@@ -2,8 +2,14 @@
 journal) and the HTTP side (metrics, status page, address service), wired here.
 
 Why here and not in the controller: ``http`` sits above ``namesrv`` and reads it through
-``NamesrvView``; only this module (and the tests) know both. The remoting port opens first and
-answers at once; aiohttp takes ~0.4 s to import, which happens in a worker thread meanwhile.
+``NamesrvView``; only this module (and the tests) know both.
+
+Start order: everything that can refuse the start comes before anything is written or
+"boot success" is logged: the controller locks its state files, loads the KV file and binds
+the remoting port (``bind``), then the HTTP port is bound here, as a bare socket. Only then
+does the controller write its journal and accept (``serve``). The remoting port answers at
+once; aiohttp takes ~0.4 s to import, which happens in a worker thread meanwhile, and the
+HTTP port, already bound, queues its connections until the HTTP server takes it over.
 """
 
 from __future__ import annotations
@@ -11,16 +17,20 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from typing import TYPE_CHECKING
+import socket
+from typing import TYPE_CHECKING, Final
 
 from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import ListenError, NamesrvController
 from pynamesrv.namesrv.fastpath import compiled_loops, describe_compiled_loops
+from pynamesrv.remoting.listen import bind_listeners
 
 if TYPE_CHECKING:
     from pynamesrv.http.app import HttpServer
 
 log = logging.getLogger("pynamesrv")
+
+BACKLOG: Final = 32  # the HTTP port's (http.app.BACKLOG; that module is imported later)
 
 
 class NameServer:
@@ -32,21 +42,31 @@ class NameServer:
 
     async def start(self) -> None:
         controller = self.controller
-        await controller.start()
-        # Warned when a C loop is missing: the README's figures then do not hold.
-        level = logging.WARNING if any(compiled_loops().values()) else logging.INFO
-        log.log(level, "%s", describe_compiled_loops())
+        await controller.bind()
         port = controller.config.http_port
-        if port == 0:
-            return
-        loop = asyncio.get_running_loop()
-        module = await loop.run_in_executor(None, importlib.import_module, "pynamesrv.http.app")
-        http: HttpServer = module.HttpServer(controller.view)
+        sockets: list[socket.socket] = []
+        if port != 0:
+            try:
+                sockets = bind_listeners(controller.host, port, BACKLOG)
+            except OSError as exc:
+                await controller.stop()
+                raise ListenError("httpPort", controller.host, port, exc) from exc
         try:
-            await http.start(controller.host, port)
-        except OSError as exc:
+            await controller.serve()
+            # Warned when a C loop is missing: the README's figures then do not hold.
+            level = logging.WARNING if any(compiled_loops().values()) else logging.INFO
+            log.log(level, "%s", describe_compiled_loops())
+            if not sockets:
+                return
+            loop = asyncio.get_running_loop()
+            module = await loop.run_in_executor(None, importlib.import_module, "pynamesrv.http.app")
+            http: HttpServer = module.HttpServer(controller.view)
+            await http.start(controller.host, port, sockets=sockets)
+        except BaseException:
+            for sock in sockets:
+                sock.close()
             await controller.stop()
-            raise ListenError("httpPort", controller.host, port, exc) from exc
+            raise
         self.http = http
 
     async def stop(self) -> None:

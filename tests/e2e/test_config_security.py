@@ -24,7 +24,10 @@ ALLOWED_FILES = {
     "kvConfig.json.bak",
     "namesrv.properties",
     "namesrv.properties.bak",
+    "kvConfig.json.lock",  # held while the server runs: one server per state file
+    "namesrv.properties.lock",
 }
+LOCKS = {"ns0/kvConfig.json.lock", "ns0/namesrv.properties.lock"}
 
 
 async def ask(ns: NamesrvController, request: RemotingCommand) -> RemotingCommand:
@@ -116,7 +119,7 @@ async def test_hostile_kv_requests_get_errors_and_touch_nothing(
     assert files_under(tmp_path) <= {f"ns0/{name}" for name in ALLOWED_FILES}
     ok = await ask(namesrv, requests.put_kv_config("ns", "k", "v"))
     assert ok.code == ResponseCode.SUCCESS
-    assert files_under(tmp_path) == {"ns0/kvConfig.json"}
+    assert files_under(tmp_path) == {"ns0/kvConfig.json", *LOCKS}
 
 
 async def test_megabytes_of_config_text_are_refused(namesrv: NamesrvController) -> None:

@@ -18,7 +18,8 @@ import click
 from pynamesrv.app import NameServer
 from pynamesrv.cli import logs, pidfile
 from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry, NamesrvConfig
-from pynamesrv.namesrv.controller import ListenError
+from pynamesrv.namesrv.controller import ListenError, PathError, StateFileInUse
+from pynamesrv.namesrv.filestore import path_problem
 from pynamesrv.namesrv.kvconfig import KvConfigError
 
 
@@ -187,13 +188,22 @@ def _serve(registry: ConfigRegistry) -> None:
     try:
         asyncio.run(_run(server))
     except KvConfigError as exc:
-        raise click.ClickException(f"cannot load the KV store: {exc}") from exc
+        _refuse(f"cannot load the KV store: {exc}", code=1)
     except ListenError as exc:
         flag = {"listenPort": " / --port", "httpPort": " / --http-port"}.get(exc.key, "")
-        raise click.ClickException(
+        _refuse(
             f"cannot listen on {exc.host}:{exc.port}: {exc.reason} "
             f"(the port is set by {exc.key}{flag})"
-        ) from exc
+        )
+    except (StateFileInUse, PathError) as exc:
+        _refuse(str(exc))
+
+
+def _refuse(message: str, code: int = 2) -> None:
+    """A start refused: one line; exit code 2 when the configuration is in the way (a busy
+    port, a state file another server holds, a path under a file), as a bad config file."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
 
 
 def _start_logging(config: NamesrvConfig) -> None:
@@ -208,11 +218,7 @@ def _start_logging(config: NamesrvConfig) -> None:
         )
     except OSError as exc:
         shown = logs.resolve_log_file(config.log_file)
-        click.echo(
-            f"Error: cannot open log file {shown}: {(exc.strerror or str(exc)).lower()} "
-            "(set by logFile / --log-file)",
-            err=True,
-        )
-        sys.exit(2)
+        reason = path_problem(shown, exc) if shown is not None else str(exc)
+        _refuse(f"cannot open log file {shown}: {reason} (set by logFile / --log-file)")
     if path is not None:
         click.echo(f"logging to {path}", err=True)

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import logging
 import re
+import socket
 import time
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
@@ -100,7 +101,7 @@ class HttpServer:
         self.nsaddr_requests = 0  # clients finding us through the address service
         self._page, self._csp = _load_page()
         self._runner: web.AppRunner | None = None
-        self._listener: asyncio.AbstractServer | None = None
+        self._listeners: list[asyncio.Server] = []
         self.app = self._build_app()
 
     def _build_app(self) -> web.Application:
@@ -121,8 +122,11 @@ class HttpServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 = any free port); returns the bound port.
+    async def start(
+        self, host: str, port: int, *, sockets: list[socket.socket] | None = None
+    ) -> int:
+        """Listen on ``host:port`` (0 = any free port), or accept on ``sockets`` already
+        bound there (``remoting.listen.bind_listeners``); returns the bound port.
 
         The socket is ours, not a ``TCPSite``'s: every connection passes the guard (the
         connection cap, the request timeout and size) before aiohttp's protocol sees it."""
@@ -142,35 +146,43 @@ class HttpServer:
             tls = self.view.http_tls
             ssl_context = tls.following_context() if tls is not None else None
             assert runner.server is not None  # setup made it
-            self._listener = await asyncio.get_running_loop().create_server(
-                self.guard.factory(runner.server),
-                host,
-                port,
-                ssl=ssl_context,
-                backlog=BACKLOG,
-                reuse_address=True,
-                ssl_handshake_timeout=limits.header_timeout_s if ssl_context else None,
-            )
+            loop = asyncio.get_running_loop()
+            options: dict[str, Any] = {
+                "ssl": ssl_context,
+                "backlog": BACKLOG,
+                "ssl_handshake_timeout": limits.header_timeout_s if ssl_context else None,
+            }
+            factory = self.guard.factory(runner.server)
+            if sockets is None:
+                self._listeners.append(
+                    await loop.create_server(factory, host, port, reuse_address=True, **options)
+                )
+            else:
+                for sock in sockets:
+                    self._listeners.append(await loop.create_server(factory, sock=sock, **options))
         except BaseException:
+            for listener in self._listeners:
+                listener.close()
+            self._listeners = []
             await runner.cleanup()
             raise
         self._runner = runner
-        self.port = self._listener.sockets[0].getsockname()[1]
+        self.port = self._listeners[0].sockets[0].getsockname()[1]
         scheme = "HTTPS" if ssl_context is not None else "HTTP"
         log.info("%s server (metrics, status page, nsaddr) on %s:%d", scheme, host, self.port)
         return self.port
 
     async def stop(self) -> None:
         """Close the port and the open connections; calling it again does nothing."""
-        if self._listener is not None:
-            self._listener.close()
+        for listener in self._listeners:
+            listener.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
             self.port = 0
-        if self._listener is not None:
-            await self._listener.wait_closed()
-            self._listener = None
+        for listener in self._listeners:
+            await listener.wait_closed()
+        self._listeners = []
 
     @property
     def ready(self) -> bool:

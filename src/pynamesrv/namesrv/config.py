@@ -430,10 +430,18 @@ class ConfigRegistry:
     def _store_bytes(self, values: dict[str, bool | int | str], path: Path) -> bytes:
         """The config store with ``values`` set: the file as it is (comments, order, the
         keys it has) with these keys replaced or appended. A store never seen before gets
-        what GET_NAMESRV_CONFIG reports, as Java writes it."""
+        what GET_NAMESRV_CONFIG reports, as Java writes it, but for pynamesrv's own keys that
+        only a start sets (httpPort, pidFile, logFile, journalDir, ...): the file is read
+        again only when it is passed as ``-c``, and then those would override the command
+        line's choice silently."""
         text = self._store_text
         if text is None:
-            stored = {key: self.config.text(key) for key in self.properties()}  # unmasked
+            java_keys = self.java_keys()
+            stored = {
+                key: self.config.text(key)  # unmasked
+                for key in self.properties()
+                if key in java_keys or key in self.file_properties or BY_KEY[key].remote
+            }
             stored.update({k: BY_KEY[k].format(v) for k, v in values.items()})
             return format_properties(stored)
         document = javaproperties.PropertiesFile.loads(text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -27,7 +28,14 @@ from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import ConfigChanged, Event, RouteQueries
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
-from pynamesrv.namesrv.filestore import atomic_write, remove_leftovers
+from pynamesrv.namesrv.filestore import (
+    FileInUse,
+    atomic_write,
+    lock_beside,
+    path_problem,
+    remove_leftovers,
+    unlock,
+)
 from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.journal import Journal, JournalDamage, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
@@ -86,13 +94,51 @@ def server_limits(config: NamesrvConfig) -> ServerLimits:
     return limits
 
 
+def os_reason(cause: OSError) -> str:
+    """The system's words for an error ("address already in use"), not the message asyncio
+    wraps them in (which shows the address as a Python tuple)."""
+    if cause.errno:
+        return os.strerror(cause.errno).lower()
+    return (cause.strerror or str(cause)).lower()
+
+
 class ListenError(OSError):
     """A port could not be bound; names the port and the config key that sets it."""
 
     def __init__(self, key: str, host: str, port: int, cause: OSError) -> None:
-        reason = (cause.strerror or str(cause)).lower()
+        reason = os_reason(cause)
         super().__init__(cause.errno, f"cannot listen on {host}:{port}: {reason} ({key})")
         self.key, self.host, self.port, self.reason = key, host, port, reason
+
+
+class StateFileInUse(OSError):
+    """A state file (kvConfigPath, configStorePath) is locked by another running server, or
+    its lock cannot be taken; the message is the one line ``serve`` prints."""
+
+    def __init__(self, key: str, path: Path, cause: OSError) -> None:
+        if isinstance(cause, FileInUse):
+            text = (
+                f"{key} {path} is in use by another name server{cause.holder}: give each "
+                f"instance on this host its own {key}"
+            )
+        else:
+            text = f"cannot lock {key} {path}: {path_problem(path, cause)}"
+        super().__init__(cause.errno, text)
+        self.key, self.path = key, path
+
+    def __str__(self) -> str:
+        return str(self.args[-1])
+
+
+class PathError(OSError):
+    """A directory the server writes to cannot be created; names the key that sets it."""
+
+    def __init__(self, key: str, path: Path, cause: OSError) -> None:
+        super().__init__(cause.errno, f"cannot create {key} {path}: {path_problem(path, cause)}")
+        self.key, self.path = key, path
+
+    def __str__(self) -> str:
+        return str(self.args[-1])
 
 
 class NamesrvController:
@@ -178,6 +224,10 @@ class NamesrvController:
             ),
         )
         self.port = 0
+        self.bound_host = ""
+        self._locks: list[int] = []  # flock descriptors of the state files, held while running
+        self._bound = False
+        self._served = False
         self.journal: Journal | None = None
         self.recovered: Recovered | None = None  # what start() recovered from the journal
         # What recovery had to skip of a damaged journal (told in the log, /healthz and the
@@ -222,24 +272,72 @@ class NamesrvController:
         return Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")
 
     async def start(self) -> None:
-        for path in (self.config.kv_config_path, self.config.config_store_path):
-            for leftover in remove_leftovers(Path(path)):
-                log.info("removed %s, left by an interrupted write", leftover)
-        self.kv.load(Path(self.config.kv_config_path))
-        if self.config.journal_enable and self.config.warm_restart:
-            await self._recover()
+        """``bind``, then ``serve``."""
+        await self.bind()
+        await self.serve()
+
+    async def bind(self) -> None:
+        """Everything that may refuse the start, before anything is written: own the state
+        files (a lock each; only then are an interrupted write's leftovers ours to remove),
+        load the KV file, recover the routes, bind the remoting port (not accepting yet).
+        Raises ``StateFileInUse``, ``KvConfigError`` or ``ListenError``; whatever it took is
+        released then. The caller binds its other ports, then calls ``serve``."""
         try:
-            host, self.port = await self.server.start(
-                self.host, self.config.listen_port, serving=False
-            )
-        except OSError as exc:
-            raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
+            self._lock_state_files()
+            for path in (self.config.kv_config_path, self.config.config_store_path):
+                for leftover in remove_leftovers(Path(path)):
+                    log.info("removed %s, left by an interrupted write", leftover)
+            self.kv.load(Path(self.config.kv_config_path))
+            if self.config.journal_enable and self.config.warm_restart:
+                await self._recover()
+            try:
+                self.bound_host, self.port = await self.server.start(
+                    self.host, self.config.listen_port, serving=False
+                )
+            except OSError as exc:
+                raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
+        except BaseException:
+            self._unlock_state_files()
+            raise
+        self._bound = True
+
+    def _lock_state_files(self) -> None:
+        """One lock per distinct file: a second server with the same kvConfigPath or
+        configStorePath is refused instead of sharing (and overwriting) it."""
+        seen: set[Path] = set()
+        for key, text in (
+            ("kvConfigPath", self.config.kv_config_path),
+            ("configStorePath", self.config.config_store_path),
+        ):
+            path = Path(text).absolute()
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                self._locks.append(lock_beside(path))
+            except OSError as exc:
+                raise StateFileInUse(key, path, exc) from exc
+
+    def _unlock_state_files(self) -> None:
+        for fd in self._locks:
+            unlock(fd)
+        self._locks = []
+
+    async def serve(self) -> None:
+        """Start the journal, accept on the bound port, log boot success, start the timers."""
+        if not self._bound:
+            raise RuntimeError("serve() before bind()")
+        host = self.bound_host
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
         # The journal (named after the port) is listening before the first request: a
         # recovered broker registering at once is journaled after its broker_recovered line.
         if self.config.journal_enable:
-            await self._start_journal()
+            try:
+                await self._start_journal()
+            except OSError as exc:
+                raise PathError("journalDir", self.journal_root, exc) from exc
         await self.server.serve()
+        self._served = True
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
         self._log_proxy_protocol()
@@ -342,7 +440,7 @@ class NamesrvController:
             log.info("recovery complete: every recovered broker registered again or expired")
 
     async def _start_journal(self) -> None:
-        self.journal = Journal(
+        journal = Journal(
             self.journal_root,
             self.instance,
             flush_interval_s=self.config.journal_flush_interval_ms / 1000,
@@ -351,7 +449,8 @@ class NamesrvController:
             max_bytes=self.config.journal_max_bytes,
             max_pending_bytes=self.config.journal_max_pending_bytes,
         )
-        await self.journal.start()
+        await journal.start()  # only a started journal is ours to stop
+        self.journal = journal
         self.stats.count_topics = True
         self.add_listener(self.journal.on_events)
         recovered = self.recovered.to_record() if self.recovered is not None else None
@@ -425,8 +524,10 @@ class NamesrvController:
         await self.server.stop()
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)
         self._writer.shutdown(wait=True)
+        self._unlock_state_files()  # after the last write
         self.heap.release()
-        log.info("The Name Server stopped")
+        if self._served:  # a start refused after bind() never said it booted either
+            log.info("The Name Server stopped")
 
     @staticmethod
     async def _every(first_s: float, period_s: float, job: Callable[[], object]) -> None:

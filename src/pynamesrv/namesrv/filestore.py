@@ -3,12 +3,58 @@
 Both persisted files (kvConfigPath and configStorePath) go through ``atomic_write`` so that a
 kill -9 at any instant leaves either the previous or the new content, never a torn file.
 Its own module because the KV store and the config registry share it.
+
+Each file has one owner: ``lock_beside`` takes an exclusive ``flock`` on ``<file>.lock``,
+held while the server runs, so a second server configured with the same file is refused
+instead of sharing it (and deleting its temporary files as leftovers).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
+
+
+class FileInUse(OSError):
+    """Another process holds the lock of a state file."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"{path} is in use by another process{holder}")
+        self.path, self.holder = path, holder
+
+
+def lock_beside(path: Path) -> int:
+    """Lock ``path`` for this process: an exclusive, non-blocking ``flock`` on
+    ``<path>.lock`` (created, with the directory, if missing; never deleted, so that no two
+    processes ever lock different files of the same name). Returns the descriptor, which
+    holds the lock until ``unlock`` or the process ends (kill -9 included: the kernel
+    releases it). Raises ``FileInUse`` naming the holder's pid when another process has it,
+    ``OSError`` when the lock file cannot be created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = ""
+        with contextlib.suppress(OSError):
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise FileInUse(path, f" (pid {pid})" if pid.isdigit() else "") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    with contextlib.suppress(OSError):  # who holds it, for the refusal of the next one
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def unlock(fd: int) -> None:
+    """Release a lock of ``lock_beside`` (the lock file stays)."""
+    os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
@@ -46,7 +92,8 @@ def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
 
 def remove_leftovers(path: Path) -> list[Path]:
     """Delete the temporary files a kill -9 in the middle of ``atomic_write`` left beside
-    ``path`` (the file itself is intact: the rename is atomic); returns what was removed."""
+    ``path`` (the file itself is intact: the rename is atomic); returns what was removed.
+    Only the owner may call it: the process holding ``lock_beside(path)``."""
     removed = []
     for name in (path.name + ".tmp", path.name + ".bak.tmp"):
         leftover = path.with_name(name)
@@ -56,6 +103,19 @@ def remove_leftovers(path: Path) -> list[Path]:
             continue
         removed.append(leftover)
     return removed
+
+
+def path_problem(path: Path, exc: OSError) -> str:
+    """Why ``path`` (a file to create) failed, in the words an operator needs: "… is not a
+    directory" naming the file that stands where a parent directory should be (mkdir says
+    only "file exists"), else the system's words for the error."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        for ancestor in reversed(path.absolute().parents):
+            if ancestor.exists() and not ancestor.is_dir():
+                return f"{ancestor} is not a directory"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return (exc.strerror or str(exc)).lower()
 
 
 def read_bytes(path: Path) -> bytes | None:
