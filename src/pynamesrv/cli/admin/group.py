@@ -126,9 +126,39 @@ class AdminGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+# mqadmin commands that go to brokers (or a controller, or the proxy), not to name servers:
+# pynamesrv admin does not have them, and a spelling hint would point at an unrelated one.
+_ELSEWHERE_HINTS: Final = {
+    "updateTopic": "registerTopic puts a topic's queues into the name servers' routes",
+    "updateTopicPerm": "wipeWritePerm/addWritePerm change a broker's write permission",
+}
+_ELSEWHERE: Final = frozenset(
+    {
+        *_ELSEWHERE_HINTS,
+        "updateSubGroup", "deleteSubGroup", "updateBrokerConfig", "getBrokerConfig",
+        "brokerStatus", "topicStatus", "consumerProgress", "consumerStatus", "queryMsgById",
+        "queryMsgByKey", "queryMsgByOffset", "queryMsgByUniqueKey", "printMsg",
+        "resetOffsetByTime", "sendMessage", "consumeMessage", "statsAll", "brokerConsumeStats",
+        "cleanExpiredCQ", "cleanUnusedTopic", "updateAclConfig", "deleteAclConfig",
+        "clusterAclConfigVersion", "updateGlobalWhiteAddr", "getControllerMetaData",
+        "getSyncStateSet", "getBrokerEpoch", "updateControllerConfig", "getControllerConfig",
+        "addBroker", "removeBroker", "resetMasterFlushOffset", "producerConnection",
+        "consumerConnection", "topicClusterSubGroup", "allocateMQ", "updateStaticTopic",
+    }
+)  # fmt: skip
+
+
 def unknown_command(group: click.Group, ctx: click.Context, name: str) -> str:
-    """'No such command' with the closest subcommand (wrong case first, then spelling)."""
+    """'No such command' with the closest subcommand (wrong case first, then spelling); an
+    mqadmin command for brokers is named as such, with what to use here if anything."""
     commands = group.list_commands(ctx)
+    if name in _ELSEWHERE and name not in commands:
+        hint = _ELSEWHERE_HINTS.get(name)
+        use = f"; here, {hint}" if hint else ""
+        return (
+            f"no such command {name!r}: pynamesrv admin has no {name}, an mqadmin command"
+            f" for brokers (run mqadmin {name} against a broker{use})"
+        )
     same = [c for c in commands if c.lower() == name.lower()]
     close = same or difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -259,7 +289,7 @@ def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
 @click.argument("command", required=False)
 @click.pass_context
 def help_command(ctx: click.Context, command: str | None) -> None:
-    """Show a subcommand's options, as 'mqadmin help <command>' does."""
+    """Show a subcommand's options, as mqadmin help does."""
     parent = ctx.parent
     assert parent is not None  # always run under the admin group
     if command is None:
