@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -816,6 +817,7 @@ async def test_tls_mismatches_are_named(start_namesrv: StartNamesrv, tls_files: 
     plain_port = await admin("-n", addr(ns), "--tls-insecure", "clusterList")
     assert plain_port.code == 3
     assert_one_error_line(plain_port, "the server did not answer in TLS: drop --tls")
+    assert not re.search(r"[a-z]Error\b", plain_port.err), plain_port.err  # no class names
 
     # A plain frame to an HTTPS port: closed without a word.
     https_ns = await start_namesrv(
