@@ -503,6 +503,37 @@ async def test_admin_cli_signs_with_keys_env_or_tools_yml(
     assert code == 1 and "Need admin permission" in err
 
 
+async def test_admin_cli_takes_the_signing_options_after_the_subcommand(
+    start_namesrv: StartNamesrv, acl_file: Path, tmp_path: Path
+) -> None:
+    """--access-key, --secret-key and --tools-yml are global options like --tls*: mqadmin's
+    place for them, after the subcommand, works too; there they win over the environment,
+    and one half before and one half after make a pair (issue 26, finding 6)."""
+    ns = await start_namesrv(aclFile=str(acl_file))
+    n = f"127.0.0.1:{ns.port}"
+    put = ("updateKvConfig", "-n", n, "-s", "CliNs", "-k")
+    keys = ("--access-key", "rocketmq2", "--secret-key", "12345678")
+    reader = {"ROCKETMQ_ACCESS_KEY": "reader01", "ROCKETMQ_SECRET_KEY": "reader-secret"}
+
+    code, _, err = await run_admin(*put, "k1", "-v", "v1", *keys)
+    assert code == 0, err
+    tools = tmp_path / "tools.yml"
+    tools.write_text("accessKey: rocketmq2\nsecretKey: 12345678\n")
+    code, _, err = await run_admin(*put, "k2", "-v", "v2", "--tools-yml", str(tools), env=reader)
+    assert code == 0, err
+    code, _, err = await run_admin(
+        "--access-key", "rocketmq2", *put, "k3", "-v", "v3", "--secret-key", "12345678"
+    )
+    assert code == 0, err
+    code, _, err = await run_admin(*put, "k4", "-v", "v4", *keys, env=reader)
+    assert code == 0, err
+    assert [ns.kv.get("CliNs", k) for k in ("k1", "k2", "k3", "k4")] == ["v1", "v2", "v3", "v4"]
+
+    code, _, err = await run_admin(*put, "k5", "-v", "v", "--access-key", "rocketmq2")
+    assert code == 2 and "give both --access-key and --secret-key" in err
+    assert ns.kv.get("CliNs", "k5") is None
+
+
 async def test_admin_cli_binds_its_signatures_where_mqadmin_cannot(
     start_namesrv: StartNamesrv, acl_file: Path
 ) -> None:

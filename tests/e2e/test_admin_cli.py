@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -277,7 +278,9 @@ async def test_namesrv_config_read_update_and_refusal(start_namesrv: StartNamesr
     refused = await admin("-n", n, "updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x")
     assert refused.code == 1
     assert_one_error_line(refused, f"{n} answered NO_PERMISSION (16)")
-    assert "FAILED" in refused.out
+    remark = refused.err.strip().split("answered NO_PERMISSION (16): ", 1)[1]
+    (row,) = [line for line in refused.out.splitlines() if line.startswith(n)]
+    assert row.split() == [n, *remark.split(), "FAILED"]  # the remark in its column too
 
     bad = await admin(
         "-n", n, "updateNamesrvConfig", "-k", "scanNotActiveBrokerInterval", "-v", "abc"
@@ -601,6 +604,26 @@ def test_help_command_shows_mqadmin_option_letters() -> None:
     assert typo.exit_code == 2 and "did you mean 'clusterList'?" in typo.output
 
 
+def test_broker_commands_and_the_command_list_are_named_in_full() -> None:
+    """mqadmin's broker commands are named as such, not taken for a typo of a name-server
+    command, and no line of the command list is cut off (issue 26, finding 6)."""
+    runner = CliRunner()
+    for args in (["updateTopic", "-n", "127.0.0.1:1"], ["help", "updateTopic"]):
+        result = runner.invoke(cli, ["admin", *args])
+        assert result.exit_code == 2
+        assert "did you mean" not in result.output
+        assert (
+            "no such command 'updateTopic': pynamesrv admin has no updateTopic, an mqadmin "
+            "command for brokers (run mqadmin updateTopic against a broker; here, "
+            "registerTopic puts a topic's queues into the name servers' routes)"
+        ) in " ".join(result.output.split())
+    listing = runner.invoke(cli, ["admin", "--help"], terminal_width=80, env={"COLUMNS": "80"})
+    commands = listing.output.split("Commands:")[1].split("Exit codes:")[0]
+    assert "getNamesrvConfig" in commands and "help" in commands
+    cut = [line for line in commands.splitlines() if line.rstrip().endswith("...")]
+    assert cut == []
+
+
 async def test_cluster_list_more_stats_shows_what_a_name_server_knows(
     start_namesrv: StartNamesrv, start_broker: StartBroker
 ) -> None:
@@ -794,6 +817,7 @@ async def test_tls_mismatches_are_named(start_namesrv: StartNamesrv, tls_files: 
     plain_port = await admin("-n", addr(ns), "--tls-insecure", "clusterList")
     assert plain_port.code == 3
     assert_one_error_line(plain_port, "the server did not answer in TLS: drop --tls")
+    assert not re.search(r"[a-z]Error\b", plain_port.err), plain_port.err  # no class names
 
     # A plain frame to an HTTPS port: closed without a word.
     https_ns = await start_namesrv(

@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,8 +107,8 @@ async def every_kind_of_change(port: int) -> None:
 
     slave = make("doc-broker-a", "DocCluster", 10912, {}, broker_id=1)
     assert all(o.ok for o in await slave.start())
-    a = make("doc-broker-a", "DocCluster", 10911, {"DocShared": 4, "DocOnlyA": 2})
-    b = make("doc-broker-b", "OtherCluster", 10921, {"DocShared": 2})
+    a = make("doc-broker-a", "DocCluster", 10911, {"DocShared": 4, "DocOnlyA": 2, "DocBoth": 1})
+    b = make("doc-broker-b", "OtherCluster", 10921, {"DocShared": 2, "DocBoth": 1})
     for broker in (a, b):  # a's master has a lower id than its slave: min_broker_id_changed
         assert all(o.ok for o in await broker.start())
     await a.register_all()  # unchanged: broker_heartbeat
@@ -127,6 +128,10 @@ async def every_kind_of_change(port: int) -> None:
     await admin(port, RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="DocShared",
                 clusterName="OtherCluster")  # fmt: skip
     await admin(port, RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="DocAdmin")
+    # deleteTopicWithBrokerRegistration: a registration that no longer lists a topic drops
+    # it (topic_removed; topic_queues_changed where another group still serves it)
+    a.update_topics(remove=("DocOnlyA", "DocBoth"))
+    await a.register_all()
     for broker in (slave, a, b):
         await broker.stop()  # broker_removed, topic_removed (no_broker)
 
@@ -135,7 +140,9 @@ def test_journal_doc_matches_what_serve_writes(tmp_path: Path) -> None:
     port = free_port()
     journal = tmp_path / "journal"
     config = tmp_path / "namesrv.properties"
-    config.write_text(f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort=0\n")
+    config.write_text(
+        f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort=0\ndeleteTopicWithBrokerRegistration=true\n"
+    )
 
     def serve() -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
@@ -174,12 +181,19 @@ def test_journal_doc_matches_what_serve_writes(tmp_path: Path) -> None:
     records = list(read_records(journal_files(journal)))
     documented = documented_events()
     seen: dict[str, set[str]] = {}
+    reasons: dict[str, set[str]] = {}
     for record in records:
+        if record.get("reason") is not None:
+            reasons.setdefault(record["type"], set()).add(record["reason"])
         kind = record["type"]
         assert kind in documented, f"{kind} is written but not in docs/journal.md"
         extra = set(record) - COMMON - set(documented[kind])
         assert not extra, f"{kind} carries undocumented fields {sorted(extra)}"
         seen.setdefault(kind, set()).update(set(record) - COMMON)
+    for kind, written in reasons.items():  # every reason written is one the table names
+        named = set(re.findall(r"`(\w+)`", documented[kind]["reason"]))
+        assert written <= named, f"{kind} reasons {sorted(written - named)} not in the doc"
+    assert "not_in_registration" in reasons["topic_removed"] & reasons["topic_queues_changed"]
     kinds = set(documented) - {"*"}
     assert set(seen) == kinds, f"never written: {sorted(kinds - set(seen))}"
     for kind, fields_seen in seen.items():
@@ -196,3 +210,21 @@ def test_journal_doc_matches_what_serve_writes(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert records[0]["type"] == "server_started" and records[-1]["type"] == "server_stopped"
     assert [r["type"] for r in records[-3:]] == ["route_queries", "snapshot", "server_stopped"]
+
+
+async def test_access_control_doc_quotes_the_refusal_of_a_remote_acl_change(
+    start_namesrv: Any,
+) -> None:
+    ns = await start_namesrv()
+    proc = await asyncio.create_subprocess_exec(
+        ENTRY_POINT, "admin", "-n", f"127.0.0.1:{ns.port}",
+        "updateNamesrvConfig", "-k", "aclFile", "-v", "/tmp/acl.yml",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1
+    remark = err.decode().strip().split("answered NO_PERMISSION (16): ", 1)[1]
+    doc = " ".join((REPO / "docs" / "access-control.md").read_text().split())
+    assert f'NO_PERMISSION "{remark}"' in doc
+    assert f"NO_PERMISSION (16): {remark}" in doc  # the audit line's example
+    assert "black list" not in doc

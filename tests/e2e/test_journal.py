@@ -325,3 +325,21 @@ async def test_route_queries_never_journal_an_over_long_topic_name(start_namesrv
     assert window["misses"] == {"short-miss": 1}
     assert window["misses_too_long"] == 2
     assert "counts_other" not in window and "misses_other" not in window
+
+
+async def test_no_route_queries_window_is_empty_or_repeats_the_last_one(start_namesrv) -> None:
+    """A window closed at ``end`` and a stop (or an early timer) at ``end`` again: no line with
+    ``window_ms: 0`` and the last line's ts; queries counted meanwhile get a 1 ms window
+    after it (issue 26, finding 7)."""
+    ctrl = await start_namesrv(journalEnable=True)
+    end = ctrl.clock_ms() + 60_000  # a window that closed later than any stop below
+    ctrl.record_route_queries(end)
+    ctrl.record_route_queries(end)  # nothing counted since: nothing to write
+    assert (await query_route(ctrl.port, "no-such-topic")).code == ResponseCode.TOPIC_NOT_EXIST
+    ctrl.record_route_queries(end)  # counted since: its own window after the last one
+    await ctrl.stop()  # its clock is before the last window's end: nothing to add
+    windows = [
+        r for r in read_records(journal_files(ctrl.journal_root)) if r["type"] == "route_queries"
+    ]
+    assert [(w["ts"] - end, w["misses"]) for w in windows] == [(0, {}), (1, {"no-such-topic": 1})]
+    assert windows[1]["window_ms"] == 1 and windows[0]["window_ms"] > 0

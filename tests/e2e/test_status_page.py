@@ -9,6 +9,7 @@ people to look at.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.wording import count
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO_ROOT / "artifacts" / "status-page.png"
@@ -130,7 +132,13 @@ async def test_status_page_shows_brokers_and_a_searched_route(
             ["broker-a", "0", "127.0.0.1:10911", "8", "8", "RW"],
             ["broker-b", "0", "127.0.0.1:10921", "4", "2", "R-"],
         ]
-        assert "OrderEvents" in await page.locator("#route .title").inner_text()
+        title = await page.locator("#route .title").inner_text()
+        assert "OrderEvents" in title and "2 broker groups" in title
+        # Times are ISO-8601 UTC, as in the logs, never a locale's month/day/year.
+        iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+        assert iso.search(cluster_text), cluster_text
+        assert iso.fullmatch((await page.locator("#updated").inner_text()).removeprefix("updated "))
+        assert not re.search(r"\d/\d+/\d{4}", cluster_text), cluster_text
         route_text = await page.locator("#route").inner_text()
         assert "null" not in route_text and "undefined" not in route_text, route_text
         topic_rows = page.locator("#topics tbody tr")
@@ -145,6 +153,12 @@ async def test_status_page_shows_brokers_and_a_searched_route(
         assert navigations == []
         # The search still applies after the refresh.
         assert await topic_rows.count() == 1
+        # One of a thing is singular (pynamesrv.wording.count, as the log writes it).
+        await page.locator("#search").fill("Audit")
+        await page.locator("#route .title", has_text="Audit").wait_for()
+        title = await page.locator("#route .title").inner_text()
+        assert title.endswith(count(1, "broker group")) and "groups" not in title, title
+        assert await page.locator("#topic-count").inner_text() == "1 of 4 topics match"
 
         SCREENSHOT.parent.mkdir(exist_ok=True)
         await page.screenshot(path=str(SCREENSHOT), full_page=True)
@@ -163,7 +177,7 @@ async def test_status_page_shows_brokers_and_a_searched_route(
             await page.goto(f"http://127.0.0.1:{secured_http.port}/")
             await page.locator("#writes", has_text="admin writes: signed").wait_for()
             assert "ok" in (await writes.get_attribute("class") or "")
-            assert "1 admin of 1 accounts" in (await writes.get_attribute("title") or "")
+            assert "1 admin of 1 account in" in (await writes.get_attribute("title") or "")
         finally:
             await secured_http.stop()
     finally:

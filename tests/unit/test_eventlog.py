@@ -8,6 +8,7 @@ import pytest
 
 from pynamesrv.namesrv.eventlog import EventLog, iso_ms
 from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, KvChanged, TopicRemoved
+from pynamesrv.wording import count
 
 
 def test_a_removal_that_takes_topics_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -19,6 +20,12 @@ def test_a_removal_that_takes_topics_is_one_line(caplog: pytest.LogCaptureFixtur
         "broker removed (expired): C/b id=0 at 10.0.0.1:10911, last heartbeat "
         "2026-11-18T11:06:40.123Z; 500 topics lost their last route",
         "topic X removed (deleted)",
+    ]
+    caplog.clear()
+    EventLog()([removed, TopicRemoved(topic="T", reason="no_broker")])
+    assert [r.getMessage() for r in caplog.records] == [
+        "broker removed (expired): C/b id=0 at 10.0.0.1:10911, last heartbeat "
+        "2026-11-18T11:06:40.123Z; 1 topic lost its last route",
     ]
 
 
@@ -33,8 +40,8 @@ def test_registrations_name_the_broker_and_the_change(caplog: pytest.LogCaptureF
         ]
     )
     assert [r.getMessage() for r in caplog.records] == [
-        "new broker registered: C/b id=0 at h:1 (ha -), 1 topics",
-        "broker C/b id=0 at h:1 re-registered: 1 topics added, 1 changed, "
+        "new broker registered: C/b id=0 at h:1 (ha -), 1 topic",
+        "broker C/b id=0 at h:1 re-registered: 1 topic added, 1 changed, "
         "dataVersion 3@2026-11-18T11:06:40.000Z",
     ]
 
@@ -61,3 +68,9 @@ def test_remote_names_are_escaped_and_truncated(caplog: pytest.LogCaptureFixture
     assert messages[0].startswith("new broker registered: C\\n2026-11-18 11:06:40,000 INFO")
     assert "/b\\r id=0 at h:1\\n (ha " + "x" * 255 + "...)" in messages[0]
     assert messages[2] == "topic T\\nforged removed (deleted)"
+
+
+def test_counts_are_singular_for_one() -> None:
+    assert [count(n, "broker group") for n in (0, 1, 2)] == [
+        "0 broker groups", "1 broker group", "2 broker groups"
+    ]  # fmt: skip

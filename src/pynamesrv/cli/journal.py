@@ -6,6 +6,7 @@ per line however long (a broker's topic list does not wrap at 80 columns).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -156,7 +157,10 @@ def journal() -> None:
     help="Only events of these types (repeatable or comma-separated), e.g. broker_removed.",
 )
 def tail(path: Path, lines: int, follow: bool, as_json: bool, types: frozenset[str] | None) -> None:
-    """Print the last events under PATH (a journal root, an instance directory or a file)."""
+    """Print the last events under PATH (a journal root, an instance directory or a file).
+
+    Several instances (a journal root) are merged by time, and -f follows all of them.
+    """
     console = Console(highlight=False)
     piped = not console.is_terminal  # plain lines: no colour, never wrapped at 80 columns
     expanders: dict[Path, HeartbeatExpander] = {}  # per file, across the follow loop
@@ -178,16 +182,25 @@ def tail(path: Path, lines: int, follow: bool, as_json: bool, types: frozenset[s
 
     files = journal_files(path)
     seen = {file: file.stat().st_size for file in files}
+    instances: dict[Path, list[Path]] = {}  # hour files are per instance directory
+    for file in files:
+        instances.setdefault(file.parent, []).append(file)
+    streams = [
+        _timed(
+            record for file in group for record in full(file, read_records([file], expand=False))
+        )
+        for group in instances.values()
+    ]
     shown = (
         record
-        for file in files
-        for record in full(file, read_records([file], expand=False))
+        for _, record in heapq.merge(*streams, key=_by_time)
         if types is None or record.get("type") in types
     )
     for record in deque(shown, maxlen=lines):
         show(record)
     while follow:
         time.sleep(0.5)
+        fresh: list[Iterator[tuple[int, dict[str, Any]]]] = []
         for file in journal_files(path):
             if file.suffix == COMPRESSED_SUFFIX:
                 continue  # a closed hour: everything in it was shown when it was plain
@@ -208,5 +221,23 @@ def tail(path: Path, lines: int, follow: bool, as_json: bool, types: frozenset[s
                     continue
                 if isinstance(record, dict):
                     parsed.append(record)
-            for record in full(file, parsed):
-                show(record)
+            fresh.append(_timed(full(file, parsed)))
+        for _, record in heapq.merge(*fresh, key=_by_time):
+            show(record)
+
+
+def _timed(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """One instance's records in its order, each with the ``ts`` to merge by (a line
+    without one keeps the time of the line before it)."""
+    last = 0
+    for record in records:
+        ts = record.get("ts")
+        if isinstance(ts, int) and not isinstance(ts, bool):
+            last = ts
+        yield last, record
+
+
+def _by_time(item: tuple[int, dict[str, Any]]) -> int:
+    """Instances merged by time; ``heapq.merge`` keeps each instance's own order (its
+    ``seq``) among equal times, and takes the earlier-listed instance first."""
+    return item[0]

@@ -480,7 +480,9 @@ class NamesrvController:
         """One ``route_queries`` line at the end of each window, aligned to the clock."""
         window = self.config.route_queries_window_ms
         while True:
-            now = now_ms()
+            # A sleep may end a little before the wall clock reaches ``end`` (the loop's
+            # clock is monotonic): the next window then starts at that end, not again.
+            now = max(now_ms(), self._window_start_ms)
             end = (now // window + 1) * window
             await asyncio.sleep((end - now) / 1000)
             self.record_route_queries(end)
@@ -491,6 +493,18 @@ class NamesrvController:
         if self.journal is None:
             return
         taken = self.stats.take_topic_counts(self.route_fast_path.take_hits())
+        if end_ms <= self._window_start_ms:
+            # A stop right after a window closed: no zero-length (or backwards) window with
+            # the last one's ts; what was counted meanwhile gets a 1 ms window after it.
+            if not (
+                taken.counts
+                or taken.misses
+                or taken.counts_other
+                or taken.misses_other
+                or taken.misses_too_long
+            ):
+                return
+            end_ms = self._window_start_ms + 1
         line = RouteQueries(
             window_ms=end_ms - self._window_start_ms,
             counts=taken.counts,

@@ -22,6 +22,7 @@ from pynamesrv.namesrv.events import (
     TopicRemoved,
 )
 from pynamesrv.remoting.logtext import name
+from pynamesrv.wording import count
 
 log = logging.getLogger("pynamesrv")
 
@@ -63,10 +64,10 @@ class EventLog:
                     log.info("topic %s removed (%s)", name(event.topic), event.reason)
             elif isinstance(event, PermChanged) and event.reason == "master_gone":
                 log.info(
-                    "broker group %s has no master: write permission of its %d topics removed "
+                    "broker group %s has no master: write permission of its %s removed "
                     "(enableActingMaster)",
                     name(event.broker_name),
-                    event.topic_count,
+                    count(event.topic_count, "topic"),
                 )
             elif log.isEnabledFor(logging.DEBUG):
                 log.debug("%s %s", event.TYPE, orjson.dumps(event.to_record()).decode())
@@ -75,29 +76,30 @@ class EventLog:
 def _registered(event: BrokerRegistered) -> None:
     if event.first:
         log.info(
-            "new broker registered: %s/%s id=%d at %s (ha %s), %d topics",
+            "new broker registered: %s/%s id=%d at %s (ha %s), %s",
             name(event.cluster),
             name(event.broker_name),
             event.broker_id,
             name(event.broker_addr),
             name(event.ha_addr or "-"),
-            event.topic_count,
+            count(event.topic_count, "topic"),
         )
     else:
         log.info(
-            "broker %s/%s id=%d at %s re-registered: %d topics added, %d changed, dataVersion %s",
+            "broker %s/%s id=%d at %s re-registered: %s added, %d changed, dataVersion %s",
             name(event.cluster),
             name(event.broker_name),
             event.broker_id,
             name(event.broker_addr),
-            len(event.topics_added),
+            count(len(event.topics_added), "topic"),
             len(event.topics_changed),
             _version(event.data_version),
         )
 
 
 def _removed(event: BrokerRemoved, topics_gone: int) -> None:
-    gone = f"; {topics_gone} topics lost their last route" if topics_gone else ""
+    lost = "topic lost its" if topics_gone == 1 else "topics lost their"
+    gone = f"; {topics_gone} {lost} last route" if topics_gone else ""
     log.info(
         "broker removed (%s): %s/%s id=%d at %s, last heartbeat %s%s",
         event.reason,

@@ -30,8 +30,8 @@ from pynamesrv.cli.admin.errors import (
 from pynamesrv.cli.admin.options import (
     DEFAULT_TIMEOUT_S,
     GroupOptions,
+    SigningOptions,
     TlsOptions,
-    load_credentials,
     resolve,
 )
 
@@ -126,9 +126,39 @@ class AdminGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+# mqadmin commands that go to brokers (or a controller, or the proxy), not to name servers:
+# pynamesrv admin does not have them, and a spelling hint would point at an unrelated one.
+_ELSEWHERE_HINTS: Final = {
+    "updateTopic": "registerTopic puts a topic's queues into the name servers' routes",
+    "updateTopicPerm": "wipeWritePerm/addWritePerm change a broker's write permission",
+}
+_ELSEWHERE: Final = frozenset(
+    {
+        *_ELSEWHERE_HINTS,
+        "updateSubGroup", "deleteSubGroup", "updateBrokerConfig", "getBrokerConfig",
+        "brokerStatus", "topicStatus", "consumerProgress", "consumerStatus", "queryMsgById",
+        "queryMsgByKey", "queryMsgByOffset", "queryMsgByUniqueKey", "printMsg",
+        "resetOffsetByTime", "sendMessage", "consumeMessage", "statsAll", "brokerConsumeStats",
+        "cleanExpiredCQ", "cleanUnusedTopic", "updateAclConfig", "deleteAclConfig",
+        "clusterAclConfigVersion", "updateGlobalWhiteAddr", "getControllerMetaData",
+        "getSyncStateSet", "getBrokerEpoch", "updateControllerConfig", "getControllerConfig",
+        "addBroker", "removeBroker", "resetMasterFlushOffset", "producerConnection",
+        "consumerConnection", "topicClusterSubGroup", "allocateMQ", "updateStaticTopic",
+    }
+)  # fmt: skip
+
+
 def unknown_command(group: click.Group, ctx: click.Context, name: str) -> str:
-    """'No such command' with the closest subcommand (wrong case first, then spelling)."""
+    """'No such command' with the closest subcommand (wrong case first, then spelling); an
+    mqadmin command for brokers is named as such, with what to use here if anything."""
     commands = group.list_commands(ctx)
+    if name in _ELSEWHERE and name not in commands:
+        hint = _ELSEWHERE_HINTS.get(name)
+        use = f"; here, {hint}" if hint else ""
+        return (
+            f"no such command {name!r}: pynamesrv admin has no {name}, an mqadmin command"
+            f" for brokers (run mqadmin {name} against a broker{use})"
+        )
     same = [c for c in commands if c.lower() == name.lower()]
     close = same or difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -165,26 +195,54 @@ def _tls_of(params: dict[str, Any]) -> TlsOptions:
     )
 
 
+def _signing_options(
+    *, from_environment: bool
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--access-key, --secret-key, --tools-yml (group and subcommands; the environment
+    variables are read once, by the group, so a key after the subcommand wins over them)."""
+
+    def env(name: str) -> str | None:
+        return name if from_environment else None
+
+    options = [
+        click.option(
+            "--access-key",
+            envvar=env("ROCKETMQ_ACCESS_KEY"),
+            help="Sign requests with this RocketMQ ACL access key ($ROCKETMQ_ACCESS_KEY).",
+        ),
+        click.option(
+            "--secret-key",
+            envvar=env("ROCKETMQ_SECRET_KEY"),
+            help="Its secret key; prefer $ROCKETMQ_SECRET_KEY or --tools-yml (a flag shows in ps).",
+        ),
+        click.option(
+            "--tools-yml",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Sign with the accessKey/secretKey of mqadmin's conf/tools.yml.",
+        ),
+    ]
+
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def _signing_of(params: dict[str, Any]) -> SigningOptions:
+    """Take the signing options out of a command's parameters."""
+    return SigningOptions(
+        params.pop("access_key"), params.pop("secret_key"), params.pop("tools_yml")
+    )
+
+
 @click.group(cls=AdminGroup, epilog=EXIT_CODES_HELP)
 @click.option(*_NAMESRV_FLAGS, envvar="NAMESRV_ADDR", help=_NAMESRV_HELP)
 @click.option("--timeout", type=_TIMEOUT_TYPE, default=None, help=_TIMEOUT_HELP)
 @click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)
 @_tls_options
-@click.option(
-    "--access-key",
-    envvar="ROCKETMQ_ACCESS_KEY",
-    help="Sign requests with this RocketMQ ACL access key ($ROCKETMQ_ACCESS_KEY).",
-)
-@click.option(
-    "--secret-key",
-    envvar="ROCKETMQ_SECRET_KEY",
-    help="Its secret key; prefer $ROCKETMQ_SECRET_KEY or --tools-yml (a flag shows in ps).",
-)
-@click.option(
-    "--tools-yml",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Sign with the accessKey/secretKey of mqadmin's conf/tools.yml.",
-)
+@_signing_options(from_environment=True)
 @click.pass_context
 def admin(
     ctx: click.Context,
@@ -202,8 +260,8 @@ def admin(
     credentials every request is signed as mqadmin signs it (a name server with an
     accounts file needs an admin account's signature on writes).
     """
-    credentials = load_credentials(access_key, secret_key, tools_yml)
-    ctx.obj = GroupOptions(namesrv, timeout, json_out, _tls_of(tls), credentials)
+    signing = SigningOptions(access_key, secret_key, tools_yml)
+    ctx.obj = GroupOptions(namesrv, timeout, json_out, _tls_of(tls), signing)
 
 
 def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
@@ -214,9 +272,11 @@ def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
         def wrapper(
             namesrv: str | None, timeout: float | None, json_out: bool, **params: Any
         ) -> None:
-            fn(resolve(namesrv, timeout, json_out, _tls_of(params)), **params)
+            tls, signing = _tls_of(params), _signing_of(params)
+            fn(resolve(namesrv, timeout, json_out, tls, signing), **params)
 
-        command = _tls_options(wrapper)
+        command = _signing_options(from_environment=False)(wrapper)
+        command = _tls_options(command)
         command = click.option("--json", "json_out", is_flag=True, help=_JSON_HELP)(command)
         command = click.option("--timeout", type=_TIMEOUT_TYPE, help=_TIMEOUT_HELP)(command)
         command = click.option(*_NAMESRV_FLAGS, help=_NAMESRV_HELP)(command)
@@ -229,7 +289,7 @@ def admin_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
 @click.argument("command", required=False)
 @click.pass_context
 def help_command(ctx: click.Context, command: str | None) -> None:
-    """Show a subcommand's options, as 'mqadmin help <command>' does."""
+    """Show a subcommand's options, as mqadmin help does."""
     parent = ctx.parent
     assert parent is not None  # always run under the admin group
     if command is None:

@@ -41,7 +41,7 @@ def describe_settings(config: dict[str, str]) -> dict[str, dict[str, Any]]:
 
 @admin_command("getNamesrvConfig")
 def get_namesrv_config(opts: Options) -> None:
-    """Show every name server's configuration, and how each key may change.
+    """Show each name server's settings and how they change.
 
     GET_NAMESRV_CONFIG on every name server given, each under
     '============host:port============' as mqadmin prints it. Applies: live (at once),

@@ -66,6 +66,29 @@ class TlsOptions:
             raise click.BadParameter(f"{what}: cannot load: {why}") from exc
 
 
+@dataclass(slots=True, frozen=True)
+class SigningOptions:
+    """--access-key, --secret-key, --tools-yml: the keys to sign requests with, if any."""
+
+    access_key: str | None = None
+    secret_key: str | None = None
+    tools_yml: Path | None = None
+
+    def merged(self, group: SigningOptions) -> SigningOptions:
+        """The subcommand's (self) over the group's, which may come from the environment:
+        a --tools-yml given alone after the subcommand is the one to use."""
+        if self.tools_yml is not None and not (self.access_key or self.secret_key):
+            return self
+        return SigningOptions(
+            self.access_key or group.access_key,
+            self.secret_key or group.secret_key,
+            self.tools_yml or group.tools_yml,
+        )
+
+    def credentials(self) -> Credentials | None:
+        return load_credentials(self.access_key, self.secret_key, self.tools_yml)
+
+
 @dataclass(slots=True)
 class GroupOptions:
     """What was given before the subcommand; kept until the subcommand's own options are known."""
@@ -74,7 +97,7 @@ class GroupOptions:
     timeout: float | None
     json: bool
     tls: TlsOptions = field(default_factory=TlsOptions)
-    credentials: Credentials | None = None
+    signing: SigningOptions = field(default_factory=SigningOptions)
 
 
 def parse_addrs(text: str) -> list[str]:
@@ -96,7 +119,13 @@ def parse_addrs(text: str) -> list[str]:
     return addrs
 
 
-def resolve(namesrv: str | None, timeout: float | None, json_out: bool, tls: TlsOptions) -> Options:
+def resolve(
+    namesrv: str | None,
+    timeout: float | None,
+    json_out: bool,
+    tls: TlsOptions,
+    signing: SigningOptions | None = None,
+) -> Options:
     """Subcommand options win over the group's (mqadmin puts ``-n`` after the command)."""
     ctx = click.get_current_context()
     group = ctx.find_object(GroupOptions) or GroupOptions(None, None, False)
@@ -110,7 +139,7 @@ def resolve(namesrv: str | None, timeout: float | None, json_out: bool, tls: Tls
         timeout=timeout or group.timeout or DEFAULT_TIMEOUT_S,
         json=json_out or group.json,
         tls=tls.merged(group.tls).context(),
-        credentials=group.credentials,
+        credentials=(signing or SigningOptions()).merged(group.signing).credentials(),
     )
 
 

@@ -131,6 +131,12 @@ class Session:
                 refused = isinstance(cause, ConnectionRefusedError)
                 extra = hint if no_tls_there and not refused else ""
                 raise Unreachable(f"cannot connect to {addr}: {why}{extra}") from exc
+            if tls and isinstance(cause, ConnectionError):
+                # Closed mid-handshake: asyncio's error has no text, only its class name.
+                raise Unreachable(
+                    f"{addr} closed the connection during the TLS handshake"
+                    + (hint if no_tls_there else "")
+                ) from exc
             raise Unreachable(str(exc) + (hint if no_tls_there else "")) from exc
 
     async def request(

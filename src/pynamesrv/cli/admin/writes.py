@@ -38,6 +38,7 @@ from pynamesrv.remoting.command import RemotingCommand
 
 # Asked of one server before the write: None if the write will change something (or that
 # cannot be told), else why it will not.
+REMARK = "remark"
 Precheck = Callable[[Session, str], Awaitable[str | None]]
 
 
@@ -59,10 +60,19 @@ def report_writes(
     else:
         table = render.table(None, "Name server", *(title for title, _ in columns), "Result")
         for outcome in outcomes:
-            values = [outcome.data.get(key, "") for _, key in columns]
+            values = [_cell(outcome, key) for _, key in columns]
             render.row(table, outcome.addr, *values, outcome.result)
         render.print_table(table)
     return exit_code_of(outcomes)
+
+
+def _cell(outcome: Outcome, key: str) -> Any:
+    """One column of a server's row; a refused write's Remark is the server's remark (the
+    error line on stderr says it too)."""
+    value = outcome.data.get(key, "")
+    if key == REMARK and not value and isinstance(outcome.failure, ErrorAnswer):
+        return " ".join((outcome.failure.remark or "").split())
+    return value
 
 
 def write_everywhere(
@@ -82,7 +92,7 @@ def write_everywhere(
     the message for a server whose first such count is 0; ``precheck`` asks each server
     first whether the write can change anything; ``with_remark`` shows the answer's remark.
     """
-    columns = list(answer_fields) + ([("Remark", "remark")] if with_remark else [])
+    columns = list(answer_fields) + ([("Remark", REMARK)] if with_remark else [])
 
     async def job(session: Session) -> int:
         async def one(addr: str) -> dict[str, Any]:
@@ -90,7 +100,7 @@ def write_everywhere(
             answer = await session.request(addr, request)
             data = {key: as_int(answer.field(key)) for _, key in answer_fields}
             if with_remark and answer.remark:
-                data["remark"] = answer.remark
+                data[REMARK] = answer.remark
             counted = data.get(answer_fields[0][1]) if answer_fields else None
             if unchanged_if_zero is not None and counted == 0:
                 why_not = f"{addr} {unchanged_if_zero}"
