@@ -235,7 +235,7 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
                    for name, _ in labels}  # fmt: skip
     assert label_names <= {
         "request_code", "name", "code", "request_name", "le", "result", "cluster", "reason",
-        "cause",
+        "cause", "loop",
     }, label_names  # fmt: skip
     label_values = {v for _, labels in samples for _, v in labels}
     for leaked in ("TopicX", "TopicY", "TopicZ", "NoSuchTopic0", "127.0.0.1:10911", "broker-a"):
