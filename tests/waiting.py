@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar, cast
 
@@ -129,3 +129,25 @@ class EventLog:
             return found if len(found) >= count else []
 
         return await self.until(enough, f"{count} {kind.__name__} {fields or ''}", timeout_s)
+
+
+async def trickled_until_closed(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pieces: Iterable[bytes]
+) -> bytes:
+    """Send ``pieces`` one at a time, a fifth of a second apart, until the server closes the
+    connection (or they run out); returns what it sent back. The gap is the stimulus, a slow
+    peer whose every byte resets the idle timeout, not a wait: the test waits for the close."""
+
+    async def trickle() -> None:
+        for piece in pieces:
+            if writer.is_closing():
+                return
+            writer.write(piece)
+            await asyncio.sleep(0.2)
+
+    trickler = asyncio.create_task(trickle())
+    try:
+        return await asyncio.wait_for(reader.read(), GUARD_S)
+    finally:
+        trickler.cancel()
+        writer.close()

@@ -8,6 +8,7 @@ unbounded memory or a poisoned config.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import zlib
@@ -23,7 +24,7 @@ from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame
 from pynamesrv.remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
-from waiting import wait_for
+from waiting import trickled_until_closed, wait_for
 
 # ---------------------------------------------------------------- 1. oneway writes
 
@@ -280,17 +281,7 @@ async def test_a_trickled_frame_is_closed_at_its_deadline(start_namesrv: Any) ->
     reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
     writer.write(struct.pack(">i", 1000))
 
-    async def trickle() -> None:  # a byte now and then keeps the idle timeout away
-        while not writer.is_closing():
-            writer.write(b"x")
-            await asyncio.sleep(0.2)
-
-    trickler = asyncio.create_task(trickle())
-    try:
-        assert await asyncio.wait_for(reader.read(), 30) == b""
-    finally:
-        trickler.cancel()
-        writer.close()
+    assert await trickled_until_closed(reader, writer, itertools.repeat(b"x")) == b""
     assert ns.server.refused["frame_timeout"] == 1
     assert ns.server.buffered_bytes == 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -29,7 +30,7 @@ from pynamesrv.remoting.proxy_protocol import V2_SIGNATURE
 from pynamesrv.remoting.server import Connection
 from pynamesrv.remoting.tls import client_context
 from tls_pki import TlsFiles
-from waiting import wait_for
+from waiting import trickled_until_closed, wait_for
 
 StartNamesrv = Callable[..., Awaitable[NamesrvController]]
 SERVER_LOG = "pynamesrv.remoting.server"
@@ -272,17 +273,7 @@ async def test_a_trickled_header_is_closed_at_the_frame_deadline(
     reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
     writer.write(V2_SIGNATURE + b"\x21\x11\x0f\xa0")  # 4000 bytes announced, within bounds
 
-    async def trickle() -> None:  # a byte now and then keeps the idle timeout away
-        while not writer.is_closing():
-            writer.write(b"\x04")
-            await asyncio.sleep(0.2)
-
-    trickler = asyncio.create_task(trickle())
-    try:
-        assert await asyncio.wait_for(reader.read(), 30) == b""
-    finally:
-        trickler.cancel()
-        writer.close()
+    assert await trickled_until_closed(reader, writer, itertools.repeat(b"\x04")) == b""
     assert ns.server.refused["frame_timeout"] == 1
     await wait_for(lambda: not ns.server.connections, "the slot freed")
 

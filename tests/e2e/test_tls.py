@@ -34,7 +34,7 @@ from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.tls import TlsSession, client_context
 from tls_pki import KEY_PASSWORD, TlsFiles
-from waiting import wait_for
+from waiting import trickled_until_closed, wait_for
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 TOPIC = "TlsTopic"
@@ -622,19 +622,8 @@ async def test_a_trickled_client_hello_is_closed_at_the_frame_deadline(
     hello = TlsSession(trusting(tls_files), server_side=False).start()
     reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
 
-    async def trickle() -> None:  # a byte now and then keeps the idle timeout away
-        for byte in hello:
-            if writer.is_closing():
-                return
-            writer.write(bytes([byte]))
-            await asyncio.sleep(0.2)
-
-    trickler = asyncio.create_task(trickle())
-    try:
-        assert await asyncio.wait_for(reader.read(), 30) == b""  # no ServerHello: closed
-    finally:
-        trickler.cancel()
-        writer.close()
+    one_by_one = (bytes([byte]) for byte in hello)
+    assert await trickled_until_closed(reader, writer, one_by_one) == b""  # no ServerHello
     assert ns.server.refused["frame_timeout"] == 1
     await wait_for(lambda: not ns.server.connections, "the slot freed")
     # A handshake that completes in time is not cut short by the same clock.
