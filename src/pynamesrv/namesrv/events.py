@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Final, Self
 
-from pynamesrv.namesrv.model import DataVersion, RoutedTopic, TopicQueueMappingInfo
+from pynamesrv.namesrv.model import DataVersion, QueueData, RoutedTopic, TopicQueueMappingInfo
 
 # What a journal's integers may hold: Java longs (timestamps, ids, data versions) and ints
 # (queue numbers, perm, sys flag).
@@ -187,6 +187,36 @@ def queue_row(topic: str, entry: Any) -> RoutedTopic:
     return (topic, read, write, perm, flag)  # type: ignore[return-value]  # checked above
 
 
+def queue_table(topic: str, entries: Any) -> dict[str, QueueData]:
+    """A topic's queue entries as the journal lists them (``queues``, snapshot topics), by
+    broker name in their order, each checked."""
+    if type(entries) is not list:
+        raise RecordError(f"queue data of {topic[:64]!r}: expected an array")
+    queues: dict[str, QueueData] = {}
+    for entry in entries:
+        name = entry.get("broker_name") if type(entry) is dict else None
+        if type(name) is not str:
+            raise RecordError(f"queue data of {topic[:64]!r}: an entry has no broker_name")
+        _, read, write, perm, flag = queue_row(topic, entry)
+        queues[name] = QueueData(name, read, write, perm, flag)
+    return queues
+
+
+def queue_mapping(record: Any, where: str) -> TopicQueueMappingInfo:
+    """A 5.x static-topic mapping as the journal holds it (``TopicQueueMappingInfo`` JSON)."""
+    try:
+        return TopicQueueMappingInfo.from_json(record)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise RecordError(f"{where}: a static-topic mapping: {exc}") from None
+
+
+def timestamp(value: Any, what: str) -> int:
+    """An epoch-millisecond field read back: an int from 0 up to Java's long."""
+    if type(value) is not int or not 0 <= value <= _LONG[1]:
+        raise RecordError(f"{what} is not a time")
+    return value
+
+
 def data_version_of(record: Mapping[str, Any] | None) -> DataVersion:
     """A journal's ``data_version`` object (absent: the zero version), checked."""
     if record is None:
@@ -235,10 +265,7 @@ class BrokerRegistered(Event):
             if not all(type(topic) is str for topic in getattr(self, name)):
                 raise RecordError(f"{self.TYPE}: {name} holds a non-string")
         for mapping in self.topic_mappings.values():
-            try:
-                TopicQueueMappingInfo.from_json(mapping)
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise RecordError(f"{self.TYPE}: a topic mapping: {exc}") from None
+            queue_mapping(mapping, self.TYPE)
 
     def to_record(self) -> dict[str, Any]:
         """``Event.to_record`` with the topic configs as the plain dict the journal holds."""
@@ -316,10 +343,7 @@ class TopicQueuesChanged(Event):
     access_key: str | None = None  # admin writes: the verified AccessKey, if any
 
     def check(self) -> None:
-        for entry in self.queues:
-            if type(entry) is not dict or type(entry.get("broker_name")) is not str:
-                raise RecordError(f"{self.TYPE}: a queue entry has no broker_name")
-            queue_row(self.topic, entry)
+        queue_table(self.topic, self.queues)
 
 
 @dataclass(slots=True)

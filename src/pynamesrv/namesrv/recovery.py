@@ -73,9 +73,8 @@ def replay(
     * ``server_started`` of a run that began empty (no ``recovered``) empties the table; of a
       run that recovered, the brokers whose deadline had passed at its start leave, and if
       none is left the table is empty (what ``recover`` did at that start);
-    * ``broker_registered``, ``broker_heartbeat``, ``broker_removed``, ``topic_removed``,
-      ``topic_queues_changed``, ``perm_changed``: the registry's ``apply_*`` rules, which are
-      those of the live requests (``unregister_broker``, DELETE_TOPIC, wipe/add perm);
+    * every other line that changes routes is read back as its event and applied by
+      ``RouteChanges.apply``, the code that applied it live;
     * every other type changes no route and is skipped.
 
     Lines may be plain dicts or rows with every column (absent fields as None). Recovered
@@ -154,6 +153,7 @@ def _scan(
     lines: list[bytes] = []
     bases: list[int] = []
     dropped = False
+    # The second scan of a file (every base) reads it again: its damage is counted once.
     for raw in complete_lines(file, damage if keep_bases is not None else None):
         kind = _kind(raw)
         if kind not in REPLAYED:
@@ -192,9 +192,16 @@ def _loads(raw: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def _parse(raw: bytes, instance: str | None) -> dict[str, Any] | None:
+def _parse(
+    raw: bytes, instance: str | None, damage: JournalDamage | None = None
+) -> dict[str, Any] | None:
+    """A line of ``instance`` (any, when None); one that does not parse is counted."""
     record = _loads(raw)
-    if record is None or (instance is not None and record.get("ns") != instance):
+    if record is None:
+        if damage is not None:
+            damage.add("lines_unparsable")
+        return None
+    if instance is not None and record.get("ns") != instance:
         return None
     return record
 
@@ -202,15 +209,7 @@ def _parse(raw: bytes, instance: str | None) -> dict[str, Any] | None:
 def _parse_all(
     lines: Iterable[bytes], instance: str | None, damage: JournalDamage | None = None
 ) -> list[dict[str, Any]]:
-    parsed = []
-    for raw in lines:
-        record = _loads(raw)
-        if record is None:
-            if damage is not None:
-                damage.add("lines_unparsable")
-        elif instance is None or record.get("ns") == instance:
-            parsed.append(record)
-    return parsed
+    return [r for r in (_parse(raw, instance, damage) for raw in lines) if r is not None]
 
 
 # ---------------------------------------------------------------------------- at start

@@ -29,7 +29,7 @@ from pynamesrv.namesrv.events import (
     TopicRemoved,
     data_version_of,
     queue_configs,
-    queue_row,
+    queue_table,
 )
 from pynamesrv.namesrv.model import BrokerData, BrokerLiveInfo, QueueData, TopicQueueMappingInfo
 from pynamesrv.namesrv.routes.tables import RECOVERED, LiveKey, RouteTables, broker_timeout_ms
@@ -255,11 +255,7 @@ class RouteChanges(RouteTables):
         """The topic's whole queue data, replaced (in the recorded order); groups no longer
         listed lose the topic and their mappings of it."""
         topic = e.topic
-        queues = {}
-        for entry in e.queues:
-            name = entry["broker_name"]
-            _, read, write, perm, flag = queue_row(topic, entry)
-            queues[name] = QueueData(name, read, write, perm, flag)
+        queues = queue_table(topic, e.queues)
         for name in self.topic_queue_table.get(topic, {}).keys() - queues.keys():
             self._topics_by_broker.get(name, set()).discard(topic)
             self._drop_mappings(name, (topic,))

@@ -22,9 +22,11 @@ from pynamesrv.namesrv.events import (
     ServerStarted,
     Snapshot,
     event_classes,
-    queue_row,
+    queue_mapping,
+    queue_table,
+    timestamp,
 )
-from pynamesrv.namesrv.model import QueueData, TopicQueueMappingInfo
+from pynamesrv.namesrv.model import TopicQueueMappingInfo
 from pynamesrv.namesrv.routes.changes import ROUTE_EVENTS
 from pynamesrv.namesrv.routes.registry import RouteRegistry
 from pynamesrv.namesrv.routes.tables import queue_records
@@ -79,9 +81,7 @@ class JournalReplay(RouteRegistry):
         event_type = REPLAYED_EVENTS.get(record.get("type"))  # type: ignore[arg-type]
         if event_type is None:
             return None
-        ts = record.get("ts")
-        if type(ts) is not int or not 0 <= ts < 2**63:
-            raise RecordError(f"{event_type.TYPE}: ts is not a time")
+        ts = timestamp(record.get("ts"), f"{event_type.TYPE}: ts")
         if event_type is Snapshot:
             self.restore_snapshot(record)
             return None
@@ -110,20 +110,18 @@ class JournalReplay(RouteRegistry):
         for entry in snapshot.brokers:
             if type(entry) is not dict:
                 raise RecordError("snapshot: a broker is not an object")
-            last = entry.get("last_heartbeat_ts")
-            if type(last) is not int or not 0 <= last < 2**63:
-                raise RecordError("snapshot: last_heartbeat_ts is not a time")
+            last = timestamp(entry.get("last_heartbeat_ts"), "snapshot: last_heartbeat_ts")
             # A snapshot's broker is a registration of no topics (older ones lack the version).
             event = BrokerRegistered.from_record(
                 {**entry, "first": True, "data_version": entry.get("data_version") or {}}
             )
             joined.append((event, last))
-        topics = {topic: _queue_table(topic, queues) for topic, queues in snapshot.topics.items()}
+        topics = {topic: queue_table(topic, queues) for topic, queues in snapshot.topics.items()}
         mappings: list[tuple[str, TopicQueueMappingInfo]] = []
         for topic, per_group in snapshot.mappings.items():
             if type(per_group) is not dict:
                 raise RecordError("snapshot: mappings of a topic are not an object")
-            mappings += [(topic, _mapping(info)) for info in per_group.values()]
+            mappings += [(topic, queue_mapping(info, "snapshot")) for info in per_group.values()]
         self.reset()
         for event, last in joined:
             self.apply(event, last)
@@ -139,24 +137,3 @@ class JournalReplay(RouteRegistry):
         for topic, info in mappings:
             self._store_mappings({topic: info})
         self.answers.forget_all()
-
-
-def _mapping(info: Any) -> TopicQueueMappingInfo:
-    try:
-        return TopicQueueMappingInfo.from_json(info)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise RecordError(f"snapshot: a static-topic mapping: {exc}") from None
-
-
-def _queue_table(topic: str, queue_list: Any) -> dict[str, QueueData]:
-    """A topic's queue entries as the journal lists them, by broker name, in their order."""
-    if type(queue_list) is not list:
-        raise RecordError(f"queue data of {topic[:64]!r}: expected an array")
-    queues: dict[str, QueueData] = {}
-    for entry in queue_list:
-        name = entry.get("broker_name") if type(entry) is dict else None
-        if type(name) is not str:
-            raise RecordError(f"queue data of {topic[:64]!r}: an entry has no broker_name")
-        _, read, write, perm, flag = queue_row(topic, entry)
-        queues[name] = QueueData(name, read, write, perm, flag)
-    return queues
