@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from pynamesrv.namesrv.events import (
     BrokerHeartbeat,
@@ -38,9 +38,6 @@ from pynamesrv.namesrv.routes.changes import Link, StagedTopics
 from pynamesrv.namesrv.routes.tables import RECOVERED, LiveKey, broker_timeout_ms
 from pynamesrv.namesrv.routes.topics import TopicEdits
 from pynamesrv.remoting.codes import MASTER_ID, Perm
-
-# The time given to ``apply`` for events that do not read it (removals, topic and perm edits).
-NO_TIME: Final = 0
 
 
 @dataclass(slots=True)
@@ -382,8 +379,7 @@ class RouteRegistry(TopicEdits):
                         cluster, broker_name, left, offline_addr=broker_addr, ha_addr=None
                     )
                 )
-        self.apply_all(events, NO_TIME)
-        return events
+        return self._applied(events)
 
     def _any_writable(self, broker_name: str, topics: Iterable[str]) -> bool:
         table = self.topic_queue_table

@@ -12,13 +12,15 @@ from pynamesrv.namesrv.model import QueueData
 from pynamesrv.namesrv.routes.changes import RouteChanges
 from pynamesrv.namesrv.routes.tables import queue_records
 
-_NO_TIME = 0  # topic and perm edits do not read the time
+# The time given to ``apply`` for events that do not read it (removals, topic and perm edits).
+_NO_TIME = 0
 
 
 class TopicEdits(RouteChanges):
     """Topic-level mutations over the tables, each returning its events (applied)."""
 
     def _applied(self, events: list[Event]) -> list[Event]:
+        """Apply events that do not read the time (removals, topic and perm edits)."""
         self.apply_all(events, _NO_TIME)
         return events
 
