@@ -15,6 +15,7 @@ from pynamesrv.pipeline.timetravel import route_digest, routes_at, table_digest
 from pynamesrv.remoting import fastjson
 
 from .journals import (
+    broker_recovered,
     heartbeat,
     ms,
     perm_changed,
@@ -23,6 +24,7 @@ from .journals import (
     snapshot,
     started,
     topic_removed,
+    warm_started,
     write_journal,
 )
 
@@ -96,6 +98,27 @@ def test_routes_at_starts_empty_after_a_restart_and_covers_every_instance(
     assert both["r:1"] == {"T": route([("C", "bA", {"0": A1})], [("bA", 4, 4, 6)])}
     assert both["s:1"] == {"W": route([("D", "bD", {"0": A1})], [("bD", 1, 1, 6)])}
     assert routes_at(spark, [str(journal)], ms(-1)) == {}
+
+
+def test_routes_at_reads_the_lines_of_a_warm_restart(spark: SparkSession, tmp_path: Path) -> None:
+    """routes-at selects only the columns routes need; a warm start's broker_recovered lines
+    (which lack them: they restate what the start kept) must not stop it. Here the start's
+    snapshot is missing (lines dropped at journalMaxBytes), so they follow the base."""
+    write_journal(
+        tmp_path,
+        "w:1",
+        [
+            started(0),
+            registered(10, "C", "bA", A1, added={"T": (4, 4, 6)}),
+            warm_started(60, brokers=1),
+            broker_recovered(60, "C", "bA", A1, last_heartbeat=10),
+            registered(70, "C", "bA", A1, added={"U": (2, 2, 6)}),
+        ],
+    )
+    after = routes_at(spark, [str(tmp_path)], ms(80))["w:1"]
+    assert after["U"]["queueDatas"] == [
+        {"brokerName": "bA", "perm": 6, "readQueueNums": 2, "writeQueueNums": 2}
+    ]
 
 
 def test_route_digest_of_a_live_answer_equals_the_rebuilt_route() -> None:

@@ -16,15 +16,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pynamesrv.namesrv import recovery
+from pynamesrv.namesrv.events import BrokerRecovered
 from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.pipeline.fs import HadoopFS
 from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, SNAPSHOT, STARTED, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
 
-# The route-changing lines warm restart replays, but heartbeats: the bulk of a journal, and
-# they only move deadlines, which a rebuilt table at T never checks (removals are journaled).
-REPLAYED: Final = tuple(sorted(recovery.REPLAYED - {HEARTBEAT}))
+# The route-changing lines warm restart replays, but heartbeats and broker_recovered: the
+# bulk of a journal, and the restatement of what a warm start kept; they only move deadlines
+# and make brokers provisional, which a rebuilt table at T never checks (removals are
+# journaled), and their columns are not among those read.
+REPLAYED: Final = tuple(sorted(recovery.REPLAYED - {HEARTBEAT, BrokerRecovered.TYPE}))
 COLUMNS: Final = (
     "ns",
     "ts",
