@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, PipelineResult, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.pipeline.tables import current_tables
 from pynamesrv.testing import GroundTruth, generate
 
 from .journals import assert_same_rows
@@ -69,10 +70,10 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
     out, result, stages = job
     assert stages == [
         "journal files", "ingest", "derive", "running intervals", "sessions", *TABLES, "state",
-        "report.html", "publish",
+        "report.html", "publish", "retention",
     ]  # fmt: skip
     for name in TABLES:
-        frame = spark.read.parquet(str(out / name))
+        frame = current_tables(spark, str(out))[name]
         assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
         assert result.rows[name] == len(truth.table(name))
     assert all(truth.table(name) for name in TABLES)  # the scenario exercises every table
@@ -83,8 +84,10 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
 
 def test_report_is_one_self_contained_page(job: tuple[Path, PipelineResult, list[str]]) -> None:
     out, result, _ = job
-    page = (out / "report.html").read_text()
-    assert result.report == str(out / "report.html")
+    assert result.report == str(out / f"report-{result.run_id}.html")
+    page = Path(result.report).read_text()
+    # report.html, rewritten by every run, sends the browser to the newest report
+    assert f'url=report-{result.run_id}.html"' in (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
     for heading in (
         "Headline",

@@ -20,7 +20,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, run_pipeline
+from pynamesrv.pipeline.publish import table_versions
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.pipeline.tables import current_manifest, current_tables
 from pynamesrv.testing import GroundTruth, generate
 
 from .journals import (
@@ -39,7 +41,7 @@ HEARTBEAT_S = 30.0
 
 
 def published(spark: SparkSession, out: Path, name: str) -> list:
-    return spark.read.parquet(str(out / name)).collect()
+    return current_tables(spark, str(out))[name].collect()
 
 
 def assert_tables_equal_whole(spark: SparkSession, out: Path, journal: Path) -> None:
@@ -142,19 +144,29 @@ def test_hour_by_hour_runs_publish_what_one_whole_run_does(
         assert_same_rows(published(spark, out, name), truth.table(name), COLUMNS[name])
 
     # Nothing new: nothing is read, recomputed or published.
-    manifest = (out / "_manifest.json").read_bytes()
-    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     again = run()
     assert again.nothing_new and again.ingested == 0
-    assert (out / "_manifest.json").read_bytes() == manifest
-    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == stamps
+    assert again.run_id == fourth.run_id  # its manifest is still the current one
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == stamps
 
     # A whole recomputation of the same history publishes the same rows.
     whole = run(full=True)
     assert whole.start is None and whole.ingested == 0
     for name in TABLES:
         assert_same_rows(published(spark, out, name), truth.table(name), COLUMNS[name])
-    assert orjson.loads((out / "_manifest.json").read_bytes())["totals"]["events"] == whole.events
+    assert current_manifest(str(out))["totals"]["events"] == whole.events
+    # Retention: the three newest manifests stay, with what they name; nothing older.
+    manifests = sorted(p.stem for p in (out / "_manifests").iterdir())
+    assert manifests == [third.run_id, fourth.run_id, whole.run_id]
+    named = set()
+    for run_id in manifests:
+        manifest = orjson.loads((out / "_manifests" / f"{run_id}.json").read_bytes())
+        for table, entry in manifest["tables"].items():
+            named.update(f"{table}/{v}" for v in table_versions(entry))
+        named.update(f"_store/{f['stored']}" for f in manifest["files"].values() if f["stored"])
+    on_disk = {str(p.relative_to(out)) for p in out.rglob("version=*")}
+    assert on_disk == named
 
 
 def test_an_outage_of_an_earlier_day_gets_its_time_to_recover_later(

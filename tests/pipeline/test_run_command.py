@@ -6,6 +6,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -14,6 +15,7 @@ from pynamesrv.cli.pipeline import PIPELINE_EXTRA, pipeline
 from pynamesrv.pipeline.job import TABLES, Derived, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.sessions import SESSION_COLUMNS
+from pynamesrv.pipeline.tables import current_tables
 
 from .journals import (
     assert_same_rows,
@@ -77,7 +79,8 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
     assert "skipped 1 malformed line(s)" in " ".join(result.stderr.split())
     for name in TABLES:
         assert list((out / name).rglob("*.parquet")), name
-    report = (out / "report.html").read_text()
+    report_line = [line for line in result.stdout.splitlines() if line.startswith("report: ")]
+    report = Path(report_line[0].removeprefix("report: ")).read_text()
     page = Page(report)
     assert {k: page.cards[k] for k in ("journal", "skipped lines", "mean routed fraction",
                                        "median detection latency", "stale route exposure",
@@ -96,11 +99,34 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
     assert "<script" not in report and "<img" not in report
     assert "T&lt;script&gt;alert(2)&lt;/script&gt;" in report
     assert "b2&lt;img src=x onerror=alert(1)&gt;" in report
-    sessions = spark.read.parquet(str(out / "broker_sessions")).collect()
+    sessions = current_tables(spark, str(out))["broker_sessions"].collect()
     assert sorted((s["broker_addr"], s["end_reason"]) for s in sessions) == [
         (A1, "server_lost"),
         (A1, "server_stopped"),
         (A2, "expired"),
+    ]
+    # The reader's side: the paths `pipeline tables` prints read as the helper does.
+    listed = CliRunner().invoke(
+        pipeline, ["tables", "--out", str(out), "--table", "broker_sessions"]
+    )
+    assert listed.exit_code == 0, listed.output
+    paths = listed.output.split()
+    assert paths and all(p.startswith(f"{out}/broker_sessions/day=") for p in paths)
+    plain = spark.read.option("basePath", str(out / "broker_sessions")).parquet(*paths)
+    assert sorted(map(str, plain.drop("version").collect())) == sorted(map(str, sessions))
+    answer = orjson.loads(
+        CliRunner().invoke(pipeline, ["tables", "--out", str(out), "--json"]).output
+    )
+    assert set(answer["tables"]) == set(TABLES)
+    assert answer["tables"]["broker_sessions"]["paths"] == paths
+    assert Path(answer["report"]).read_text() == report
+
+
+def test_tables_of_a_directory_without_a_published_run_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(pipeline, ["tables", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: no published run in {tmp_path} (no complete manifest in _manifests/)"
     ]
 
 
@@ -109,7 +135,7 @@ def test_an_empty_journal_directory_gives_empty_tables(spark: SparkSession, tmp_
     result = run_pipeline(spark, [str(tmp_path / "journal")], str(tmp_path / "out"))
     assert result.events == 0
     assert result.rows == dict.fromkeys(TABLES, 0)
-    assert "No broker sessions." in (tmp_path / "out" / "report.html").read_text()
+    assert "No broker sessions." in Path(result.report).read_text()
 
 
 def test_from_to_window_starts_a_run_at_its_first_event(
@@ -138,8 +164,9 @@ def test_without_pyspark_one_line_says_what_to_install(
     result = CliRunner().invoke(pipeline, [*command, "--journal", "j"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        f"Error: PySpark is not installed: {sys.executable} -m pip install 'pyspark>=3.5,<5' "
-        "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
+        f"Error: PySpark is not installed: {sys.executable} -m pip install "
+        "'pyspark[connect]>=3.5,<5' (the 'pipeline' extra; Spark also needs Java 17 on the PATH "
+        "or in JAVA_HOME)"
     ]
     # pynamesrv is not on PyPI (issue 26): the line names the extra's own requirement.
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())

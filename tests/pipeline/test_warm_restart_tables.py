@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.cli.pipeline import pipeline
+from pynamesrv.pipeline.tables import current_tables
 from served import Served, free_port, journal
 from waiting import wait_for
 
@@ -136,7 +137,7 @@ async def test_kill_9_warm_restart_keeps_routed_time_on_both_sides(
     assert result.exit_code == 0, result.output
 
     sessions = sorted(
-        (r.asDict() for r in spark.read.parquet(str(out / "broker_sessions")).collect()),
+        (r.asDict() for r in current_tables(spark, str(out))["broker_sessions"].collect()),
         key=lambda r: (r["broker_addr"], r["start_ts"]),
     )
     by_addr: dict[str, list[dict[str, Any]]] = {}
@@ -156,7 +157,7 @@ async def test_kill_9_warm_restart_keeps_routed_time_on_both_sides(
     assert (closed["end_ts"], closed["end_reason"]) == (removals[0]["ts"], "channel_closed")
     assert [r for r in sessions if r["end_reason"] == "channel_closed"] == [closed]
 
-    days = spark.read.parquet(str(out / "broker_availability")).collect()
+    days = current_tables(spark, str(out))["broker_availability"].collect()
     outages = {b.broker_addr: sum(r["outages"] for r in days if r["broker_addr"] == b.broker_addr)
                for b in brokers}  # fmt: skip
     assert outages == {gone.broker_addr: 1, stay.broker_addr: 0}
@@ -164,7 +165,7 @@ async def test_kill_9_warm_restart_keeps_routed_time_on_both_sides(
         routed_ms = sum(r["end_ts"] - r["start_ts"] for r in by_addr[each.broker_addr])
         found = sum(r["routed_s"] for r in days if r["broker_addr"] == each.broker_addr)
         assert round(found * 1000) == routed_ms
-    latency = spark.read.parquet(str(out / "detection_latency")).collect()
+    latency = current_tables(spark, str(out))["detection_latency"].collect()
     assert [(r["broker_addr"], r["reason"]) for r in latency] == [
         (gone.broker_addr, "channel_closed")
     ]

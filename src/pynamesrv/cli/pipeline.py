@@ -101,12 +101,12 @@ def _spark_errors() -> Iterator[None]:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    from pynamesrv.pipeline.job import SharedPathError
+    from pynamesrv.pipeline.job import OutputLayoutError, SharedPathError
     from pynamesrv.pipeline.store import JournalError
 
     try:
         yield
-    except (JournalError, SharedPathError) as exc:
+    except (JournalError, SharedPathError, OutputLayoutError) as exc:
         raise click.ClickException(str(exc)) from exc
     except (PySparkException, Py4JError, OSError) as exc:
         log = _log_path()
@@ -128,8 +128,8 @@ def _check_shared(
     master: str | None, journals: tuple[str, ...], out: str, shared: bool, spark: Any = None
 ) -> None:
     """Refuse plain local paths with a cluster master (``job.check_shared``): before Spark
-    starts when --master says so, and again with the master spark-submit chose and the
-    filesystem Hadoop resolves each path to."""
+    starts when --master says so, and again with the master spark-submit chose. A plain
+    path is always this machine's disk (the job's own file operations read it there)."""
     from pynamesrv.pipeline.job import check_shared
 
     if shared:
@@ -139,9 +139,7 @@ def _check_shared(
         if master is not None:
             check_shared(master, options, _scheme_of)
         return
-    from pynamesrv.pipeline.fs import HadoopFS
-
-    check_shared(spark.sparkContext.master, options, HadoopFS(spark).scheme)
+    check_shared(spark.sparkContext.master, options, _scheme_of)
 
 
 def _scheme_of(path: str) -> str:
@@ -158,7 +156,7 @@ def _no_active_session() -> bool:
 
 # pyproject.toml's "pipeline" extra (a test keeps them equal): pynamesrv is not on PyPI, so
 # `pip install pynamesrv[pipeline]` cannot work; this line works in any install.
-PIPELINE_EXTRA = "pyspark>=3.5,<5"
+PIPELINE_EXTRA = "pyspark[connect]>=3.5,<5"
 
 
 def _require_pyspark() -> None:
@@ -240,8 +238,6 @@ def run(
     finally:
         if owned:
             spark.stop()
-    for run_id in result.recovered:
-        console.print(f"finished the publish of the interrupted run {run_id}")
     skipped = ""
     if result.malformed or result.invalid:
         skipped = (
@@ -264,6 +260,8 @@ def run(
         f"parsed, {since} recomputed; {result.events:,} events from {result.instances} "
         f"instance(s) → {out}{skipped}"
     )
+    click.echo(f"report: {result.report}")
+    click.echo(f"tables: pynamesrv pipeline tables --out {out}")
 
 
 @pipeline.command("routes-at")
@@ -307,6 +305,43 @@ def routes_at_command(
         sys.exit(1)
     sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.buffer.write(b"\n")
+
+
+@pipeline.command()
+@click.option("--out", required=True, help="The output directory of `pipeline run`.")
+@click.option("--table", default=None, type=click.Choice(TABLES), help="Only this table.")
+@click.option("--json", "as_json", is_flag=True, help="Tables, base paths and paths as JSON.")
+def tables(out: str, table: str | None, as_json: bool) -> None:
+    """Print the paths of the current version of the tables, one per line.
+
+    Read them with spark.read.option("basePath", OUT/TABLE).parquet(*paths); a plain read of
+    OUT/TABLE would mix the versions a run keeps for readers that are still reading.
+    """
+    _require_pyspark()  # pyarrow comes with it (the 'pipeline' extra)
+    from pynamesrv.pipeline.paths import join_path
+    from pynamesrv.pipeline.tables import NoTablesError, current_manifest, table_paths
+
+    try:
+        manifest = current_manifest(out)
+        names = [table] if table else list(TABLES)
+        paths = {name: table_paths(out, name, manifest) for name in names}
+    except NoTablesError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"Error: {out}: {exc}", err=True)
+        sys.exit(2)
+    if as_json:
+        answer = {
+            "run": manifest["run"],
+            "report": join_path(out, manifest["report"]),
+            "tables": {n: {"basePath": join_path(out, n), "paths": p} for n, p in paths.items()},
+        }
+        sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    for name in names:
+        for path in paths[name]:
+            click.echo(path)
 
 
 @pipeline.command()

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pynamesrv.namesrv import recovery
 from pynamesrv.namesrv.events import BrokerRecovered
 from pynamesrv.namesrv.journal import instance_dir_name
-from pynamesrv.pipeline.fs import HadoopFS
+from pynamesrv.pipeline.files import Files
 from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, SNAPSHOT, STARTED, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
@@ -86,7 +86,7 @@ def rows_since_base(
 ) -> tuple[dict[str, list[dict[str, Any]]], int]:
     """Each instance's replayed events from its last ``snapshot`` / ``server_started`` at or
     before ``at_ms`` up to ``at_ms``, in order; and how many hour files were read."""
-    files = find_journal_files(HadoopFS(spark), paths)
+    files = find_journal_files(Files(), paths)
     hour = at_ms // HOUR_MS * HOUR_MS
     before = {
         d: [f for f in fs if f.hour_ms <= hour]
@@ -140,7 +140,7 @@ def next_snapshot(
 ) -> dict[str, Any] | None:
     """The first snapshot of ``ns`` after ``at_ms`` (for journals written before
     ``topic_configs``), from the hour files after T, a few at a time."""
-    files = find_journal_files(HadoopFS(spark), paths)
+    files = find_journal_files(Files(), paths)
     hour = at_ms // HOUR_MS * HOUR_MS
     later = sorted((f for f in files if f.hour_ms >= hour), key=lambda f: f.hour_ms)
     count = FIRST_FILES

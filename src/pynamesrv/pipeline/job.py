@@ -1,23 +1,29 @@
 """The pipeline job: ingest new journal hours, recompute the days they touch, publish at once.
 
 A run (``run_pipeline``):
-1. finishes a publish an earlier run committed but did not complete (``publish.recover``);
+1. reads the current manifest (``publish.current``: the newest complete one);
 2. lists the journal files and compares them with the manifest's record: only new or changed
    hour files are parsed, into the event store (``store.py``);
 3. computes the tables whole (first run, ``--full``, other parameters) or from the UTC day R
    from which the new data can change anything (``start_of``), with the state the last run
    left (``derive.Carry``);
-4. stages every output and publishes them together (``publish.py``).
+4. writes every output into new directories of its own, then its manifest (the commit
+   point), then removes what retention lets go (``publish.py``).
 A run over unchanged journals changes nothing and says so.
 
-Output layout under ``--out``: one directory per table (``day=YYYY-MM-DD`` partitions, except
-``topic_distribution``), ``report.html``, ``_manifest.json`` (what was read, the parameters,
-the last published run), ``_store/`` (the parsed events) and ``_state/`` (what the next run
-takes over). Directories starting with ``_`` are invisible to Spark readers of a table.
+Output layout under ``--out`` (docs/pipeline-semantics.md, "Output layout"): per table
+``<table>/day=YYYY-MM-DD/version=<run>/`` (``topic_distribution``: ``<table>/version=<run>/``), the
+report ``report-<run>.html`` (and ``report.html``, a small page pointing at the newest),
+``_manifests/<run>.json`` (what was read, the parameters, which version holds each day),
+``_store/`` (the parsed events) and ``_state/`` (what the next run takes over). A table is read
+through the current manifest (``tables.py``, ``pynamesrv pipeline tables``): a plain read of
+``<out>/<table>`` would mix versions.
 
-Runs the same on ``local[*]`` (embedded) and on a cluster: only the DataFrame API is used, so
-executors need no Python packages, and paths may be anything Spark reads or writes
-(``file:``, ``hdfs://``, ``s3a://``) as long as driver and executors see the same files.
+Runs the same on ``local[*]`` (embedded), on a cluster and through Spark Connect: only the
+DataFrame API is used, so executors need no Python packages; the job's own file operations
+(listing journals, manifests, retention) go through ``pyarrow.fs`` (``files.py``), so the
+machine running the job must reach the same paths as Spark: a local disk shared with a local
+master or Connect server, or ``hdfs://`` / ``s3a://`` both reach.
 """
 
 from __future__ import annotations
@@ -34,10 +40,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from pynamesrv.pipeline import TABLES
 from pynamesrv.pipeline.derive import (
@@ -50,9 +54,19 @@ from pynamesrv.pipeline.derive import (
     Derived,
     derive,
 )
-from pynamesrv.pipeline.fs import HadoopFS
+from pynamesrv.pipeline.files import Files
 from pynamesrv.pipeline.paths import join_path
-from pynamesrv.pipeline.publish import Staging, read_manifest, recover
+from pynamesrv.pipeline.publish import (
+    KEEP,
+    MANIFESTS,
+    STORE,
+    current,
+    new_run_id,
+    report_name,
+    retain,
+    version,
+    write_manifest,
+)
 from pynamesrv.pipeline.report import collect_report_data, render_report
 from pynamesrv.pipeline.runs import DAY_MS, HOUR_MS, MINUTE_MS
 from pynamesrv.pipeline.store import (
@@ -61,9 +75,9 @@ from pynamesrv.pipeline.store import (
     changed_files,
     find_journal_files,
     ingest,
-    partition_path,
     read_store,
 )
+from pynamesrv.pipeline.tables import read_version
 
 __all__ = [
     "COLUMNS",
@@ -76,11 +90,13 @@ __all__ = [
 ]
 
 # Of the store, state and manifest; another value means a whole run. 2: sessions carry
-# start_reason (warm restarts: broker_recovered starts a session).
-FORMAT: Final = 2
-STORE: Final = "_store"
+# start_reason (warm restarts: broker_recovered starts a session). 3: write-once versions
+# and manifests (publish.py).
+FORMAT: Final = 3
 STATE: Final = "_state"
-REPORT: Final = "report.html"
+REPORT: Final = "report.html"  # points at the newest report-<run>.html
+# What an output directory written before FORMAT 3 holds (renamed into place).
+OLD_MANIFEST: Final = "_manifest.json"
 # Tables the next run takes over; those whose rows are partitioned by day.
 STATE_TABLES: Final = ("lifecycle", "run_hours", "present", "sessions", "spans")
 STATE_PARTITIONED: Final = frozenset({"sessions", "spans"})
@@ -201,6 +217,10 @@ class SharedPathError(ValueError):
     """A path executors cannot see (a plain local path with a cluster master)."""
 
 
+class OutputLayoutError(ValueError):
+    """``--out`` holds outputs this version does not write (an earlier layout)."""
+
+
 def is_local_master(master: str) -> bool:
     return master.startswith("local")
 
@@ -242,7 +262,8 @@ class PipelineResult:
     invalid: int = 0  # JSON lines without ts / ns / type, all history
     start: int | None = None  # R: the first day recomputed (None: whole)
     nothing_new: bool = False
-    recovered: list[str] = field(default_factory=list)
+    run_id: str | None = None  # the run whose manifest is current (None: nothing published)
+    removed: list[str] = field(default_factory=list)  # what retention removed (under out)
 
     @property
     def seconds(self) -> float:
@@ -283,49 +304,32 @@ def start_of(
     return (earliest - MINUTE_MS) // DAY_MS * DAY_MS
 
 
-_DAY_DIR: Final = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
-# A table without rows still has its columns: one empty file in the partition of a null day.
-_NO_DAY: Final = "day=__HIVE_DEFAULT_PARTITION__"
-
-
-def _days(fs: HadoopFS, table: str) -> list[str]:
-    return sorted(m.group(1) for m in map(_DAY_DIR.match, fs.children(table)) if m)
-
-
 def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
 
 
 @dataclass
 class _Output:
-    """Reading and staging the published outputs of ``out``."""
+    """The published tables of ``out``, as a manifest's ``tables`` names them."""
 
     spark: SparkSession
-    fs: HadoopFS
+    files: Files
     out: str
-    schemas: dict[str, StructType]
+    tables: dict[str, dict[str, Any]]
 
     def live(self, relative: str) -> str:
         return join_path(self.out, relative)
 
     def days(self, relative: str) -> list[str]:
-        """The ``day=…`` partitions of a published table, as dates."""
-        return _days(self.fs, self.live(relative))
+        """The days of a published partitioned table."""
+        days = (self.tables.get(relative) or {}).get("days") or {}
+        return sorted(d for d in days if d != NO_DAY)
 
     def read(self, relative: str, days: Sequence[str] | None = None) -> DataFrame:
         """A published table (only ``days`` of a partitioned one when given); empty when
         there is nothing. Read with the schema the manifest recorded, so a table without a
         single row still has its columns."""
-        schema = self.schemas[relative]
-        base = self.live(relative)
-        if days is None:
-            paths = [base] if self.fs.exists(base) else []
-        else:
-            paths = [join_path(base, f"day={d}") for d in days]
-            paths = [p for p in paths if self.fs.exists(p)]
-        if not paths:
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).option("basePath", base).parquet(*paths)
+        return read_version(self.spark, self.out, relative, self.tables[relative], days)
 
 
 def run_pipeline(
@@ -337,11 +341,15 @@ def run_pipeline(
     to_ts: int | None = None,
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S,
     full: bool = False,
+    keep: int = KEEP,
     progress: Progress | None = None,
 ) -> PipelineResult:
-    """Bring ``out`` up to date with ``journals`` (see the module's docstring)."""
+    """Bring ``out`` up to date with ``journals`` (see the module's docstring); the newest
+    ``keep`` manifests and what they name stay (``publish.retain``)."""
     if not 0 < heartbeat_interval_s <= MAX_HEARTBEAT_INTERVAL_S:
         raise ValueError(f"heartbeat interval must be in (0, {MAX_HEARTBEAT_INTERVAL_S:g}] s")
+    if keep < 1:
+        raise ValueError("keep must be at least 1 (the current manifest)")
     timings: list[tuple[str, float]] = []
 
     def stage(name: str, action: Callable[[], Any], detail: Callable[[Any], str]) -> Any:
@@ -353,10 +361,16 @@ def run_pipeline(
             progress(name, seconds, detail(value))
         return value
 
-    fs = HadoopFS(spark)
+    files = Files()
+    given, out = out, files.uri(out)  # Spark gets URIs: a plain path is this machine's disk
+    if files.exists(join_path(out, OLD_MANIFEST)):
+        raise OutputLayoutError(
+            f"--out {given} holds outputs of an earlier pynamesrv (renamed into place, "
+            f"{OLD_MANIFEST}): use a new directory"
+        )
+    run_id = new_run_id()
     with job_conf(spark):
-        recovered = recover(fs, out)
-        manifest = read_manifest(fs, out)
+        manifest = current(files, out)
         params = {
             "format": FORMAT,
             "heartbeat_interval_s": heartbeat_interval_s,
@@ -368,41 +382,37 @@ def run_pipeline(
             for key, value in ((manifest or {}).get("files") or {}).items()
         }
         whole = full or manifest is None or manifest.get("params") != params
-        files = stage(
+        journal_files = stage(
             "journal files",
-            lambda: find_journal_files(fs, journals),
+            lambda: find_journal_files(files, journals),
             lambda found: f"{len(found):,} hour file(s)",
         )
-        changed = changed_files(files, record)
+        changed = changed_files(journal_files, record)
         store = join_path(out, STORE)
         if not changed and not whole:
             totals = (manifest or {}).get("totals") or {}
             return PipelineResult(
-                out=out,
+                out=given,
                 events=int(totals.get("events") or 0),
                 instances=int(totals.get("instances") or 0),
                 rows={},
                 timings=timings,
-                report=join_path(out, REPORT),
+                report=join_path(given, (manifest or {}).get("report") or REPORT),
                 headline=(manifest or {}).get("headline") or {},
                 malformed=int(totals.get("malformed") or 0),
                 invalid=int(totals.get("invalid") or 0),
                 nothing_new=True,
-                recovered=recovered,
+                run_id=(manifest or {}).get("run"),
             )
         new = stage(
             "ingest",
-            lambda: ingest(spark, fs, changed, store),
+            lambda: ingest(spark, files, changed, store, run_id),
             lambda stats: (
                 f"{len(stats):,} file(s), {sum(s.lines for s in stats.values()):,} line(s)"
                 + _bad(stats.values())
             ),
         )
-        schemas = {
-            name: StructType.fromJson(orjson.loads(text))
-            for name, text in ((manifest or {}).get("schemas") or {}).items()
-        }
-        output = _Output(spark, fs, out, schemas)
+        output = _Output(spark, files, out, dict((manifest or {}).get("tables") or {}))
         start: int | None = None
         if not whole:
             old_hours = output.read(f"{STATE}/run_hours")
@@ -418,25 +428,27 @@ def run_pipeline(
 
             start = start_of(changed, record, new, last_before)
         record.update(new)
-        events = _store_events(spark, fs, store, files, record, start, from_ts, to_ts)
+        events = _store_events(spark, store, record, start, from_ts, to_ts)
         carry = None if start is None else _carry(output, start)
         derived = stage(
             "derive",
             partial(derive, events, heartbeat_interval_s, carry),
             lambda _: "lifecycles, runs and run hours materialized",
         )
-        staging = Staging(fs, out)
         try:
             result = _compute_and_publish(
-                spark, derived, output, staging, stage, record, params, whole
+                spark, derived, output, run_id, stage, record, params, whole
             )
-        except BaseException:
-            staging.abandon()
-            raise
         finally:
             derived.release()
+        result.removed = stage(
+            "retention",
+            lambda: retain(files, out, run_id, keep),
+            lambda removed: f"{len(removed):,} old version(s) removed, {keep} manifest(s) kept",
+        )
+        result.out = given
+        result.report = join_path(given, report_name(run_id))
         result.ingested = len(new)
-        result.recovered = recovered
         result.start = start
         result.timings = timings
         return result
@@ -452,31 +464,28 @@ def _bad(stats: Any) -> str:
 
 def _store_events(
     spark: SparkSession,
-    fs: HadoopFS,
     store: str,
-    files: Sequence[JournalFile],
     record: dict[str, FileStats],
     start: int | None,
     from_ts: int | None,
     to_ts: int | None,
 ) -> DataFrame:
     """The store rows a computation reads: every file's, or those that reach
-    ``start - LOOKBACK_MS``; within [from_ts, to_ts)."""
+    ``start - LOOKBACK_MS``; within [from_ts, to_ts). Each file's rows are the version the
+    record names (files gone from the journal keep theirs)."""
     low = None if start is None else start - LOOKBACK_MS
     if from_ts is not None:
         low = from_ts if low is None else max(low, from_ts)
-    by_key = {f.key: f for f in files}
     paths = []
-    for key, stats in record.items():
-        if stats.lines == 0 or stats.max_ts is None:
+    for stats in record.values():
+        if stats.stored is None or stats.max_ts is None:
             continue
         if low is not None and stats.max_ts < low:
             continue
         if to_ts is not None and stats.min_ts is not None and stats.min_ts >= to_ts:
             continue
-        file = by_key.get(key) or _file_of(key, stats)
-        paths.append(partition_path(store, file))
-    frame = read_store(spark, store, [p for p in paths if fs.exists(p)])
+        paths.append(join_path(store, stats.stored))
+    frame = read_store(spark, store, sorted(paths))
     if low is not None:
         frame = frame.where(F.col("last_ts") >= F.lit(low))
     if from_ts is not None or to_ts is not None:
@@ -506,15 +515,6 @@ def _clip(frame: DataFrame, from_ts: int | None, to_ts: int | None) -> DataFrame
     return others.unionByName(segments)
 
 
-def _file_of(key: str, stats: FileStats) -> JournalFile:
-    """A recorded file that is no longer on disk (its rows stay in the store)."""
-    instance, _, hour = key.rpartition("/")
-    moment = datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
-    return JournalFile(
-        instance, round(moment.timestamp() * 1000), stats.path, stats.size, stats.mtime
-    )
-
-
 def _carry(output: _Output, start: int) -> Carry:
     """The state a computation from ``start`` takes over from the published outputs."""
     first = _day(start)
@@ -542,13 +542,13 @@ def _compute_and_publish(
     spark: SparkSession,
     derived: Derived,
     output: _Output,
-    staging: Staging,
+    run_id: str,
     stage: Callable[[str, Callable[[], Any], Callable[[Any], str]], Any],
     record: dict[str, FileStats],
     params: dict[str, Any],
     whole: bool,
 ) -> PipelineResult:
-    fs, start = output.fs, derived.start
+    files, start = output.files, derived.start
     first = None if start is None else _day(start)
     totals = stage(
         "running intervals",
@@ -557,37 +557,42 @@ def _compute_and_publish(
     )
     stage("sessions", derived.sessions.count, lambda n: f"{n:,} session(s) reach the run")
 
-    replaced: dict[str, set[str]] = {}  # partitioned table -> days published by this run
-
-    schemas: dict[str, str] = {}
+    tables: dict[str, dict[str, Any]] = {}  # what the manifest will name
 
     def write(relative: str, frame: DataFrame, partitioned: bool) -> int:
-        """Stage ``frame``; returns its rows (counted while it is written)."""
-        target = staging.path(relative)
-        schemas[relative] = frame.schema.json()
+        """Write ``frame`` as this run's version of ``relative``; returns its rows."""
+        base = output.live(relative)
+        schema = frame.schema.json()
         if partitioned:
-            frame.repartition("day").write.mode("overwrite").partitionBy("day").parquet(target)
-            days = set(_days(fs, target))
-            replaced[relative] = days
-            if whole:
-                if not days:
-                    empty = spark.createDataFrame([], frame.drop("day").schema)
-                    empty.coalesce(1).write.mode("overwrite").parquet(join_path(target, _NO_DAY))
-                staging.replace(relative)
-            else:
-                for day in sorted(days):
-                    staging.replace(f"{relative}/day={day}")
-                for day in output.days(relative):
-                    if day >= (first or "") and day not in days:
-                        staging.remove(f"{relative}/day={day}")
-            if not days:
-                return 0
+            # Appended under day=/version=<this run>/: nothing a reader follows is touched.
+            (
+                frame.withColumn("version", F.lit(run_id))
+                .repartition("day")
+                .write.mode("append")
+                .partitionBy("day", "version")
+                .parquet(base)
+            )
+            written = _written_days(files, base, run_id)
+            kept = {
+                day: run
+                for day, run in ((output.tables.get(relative) or {}).get("days") or {}).items()
+                if not whole and day < (first or "")
+            }
+            days = {**kept, **dict.fromkeys(written, run_id)}
+            if not days:  # columns for readers of the paths: one empty file, day null
+                empty = spark.createDataFrame([], frame.drop("day").schema)
+                empty.coalesce(1).write.parquet(join_path(base, f"day={NO_DAY}/version={run_id}"))
+                days = {NO_DAY: run_id}
+            tables[relative] = {"schema": schema, "partitioned": True, "days": days}
+            paths = [join_path(base, f"day={day}/version={run_id}") for day in written]
         else:
-            frame.coalesce(1).write.mode("overwrite").parquet(target)
-            staging.replace(relative)
+            path = output.live(version(relative, run_id))
+            frame.coalesce(1).write.parquet(path)
+            tables[relative] = {"schema": schema, "partitioned": False, "version": run_id}
+            paths = [path]
         # Counted from the written files' footers: cheap, and an Observation fails on an
         # empty frame in Spark 4 (an assertion in toPyRow).
-        return spark.read.parquet(target).count()
+        return spark.read.parquet(*paths).count() if paths else 0
 
     rows: dict[str, int] = {}
 
@@ -627,18 +632,14 @@ def _compute_and_publish(
     )
 
     def view(name: str) -> DataFrame:
-        """The table as it will be once published."""
-        schema = StructType.fromJson(orjson.loads(schemas[name]))
-        staged = output.spark.read.schema(schema).parquet(staging.path(name))
-        if whole or name not in PARTITIONED:
-            return staged
-        kept = [d for d in output.days(name) if d < (first or "") and d not in replaced[name]]
-        return output.read(name, kept).unionByName(staged)
+        """The table as this run publishes it."""
+        return read_version(spark, output.out, name, tables[name])
 
     malformed = sum(s.malformed for s in record.values())
     invalid = sum(s.invalid for s in record.values())
+    report = report_name(run_id)
 
-    def report() -> dict[str, Any]:
+    def write_report() -> dict[str, Any]:
         data = collect_report_data(
             view,
             totals["events"],
@@ -646,31 +647,63 @@ def _compute_and_publish(
             (totals["first_ts"], totals["last_ts"]),
             bad_lines=(malformed, invalid),
         )
-        fs.write_text(staging.path(REPORT), render_report(data))
-        staging.replace(REPORT)
+        files.write_text(output.live(report), render_report(data))
         return data
 
-    data = stage("report.html", report, lambda _: join_path(output.out, REPORT))
+    data = stage("report.html", write_report, lambda _: output.live(report))
     manifest = {
         "format": FORMAT,
         "params": params,
-        "published": staging.run_id,
         "published_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "start": start,
         "files": {key: stats.to_json() for key, stats in sorted(record.items())},
         "totals": {**totals, "malformed": malformed, "invalid": invalid},
-        "schemas": schemas,
+        "tables": tables,
+        "report": report,
         "headline": data["headline"],
     }
-    stage("publish", lambda: staging.commit(manifest), lambda _: staging.run_id)
+
+    def publish() -> None:
+        write_manifest(files, output.out, run_id, manifest)
+        # Convenience, after the commit point: a stable address for the newest report.
+        files.write_text(output.live(REPORT), _pointer(report))
+
+    stage("publish", publish, lambda _: f"{MANIFESTS}/{run_id}.json")
     return PipelineResult(
         out=output.out,
         events=int(totals["events"]),
         instances=int(totals["instances"]),
         rows=rows,
         timings=[],
-        report=join_path(output.out, REPORT),
+        report=output.live(report),
         headline=data["headline"],
         malformed=malformed,
         invalid=invalid,
+        run_id=run_id,
+    )
+
+
+def _written_days(files: Files, base: str, run_id: str) -> list[str]:
+    """The days ``run_id`` wrote under the partitioned table ``base`` (one listing)."""
+    suffix = f"/version={run_id}"
+    return sorted(
+        leaf.removeprefix("day=").removesuffix(suffix)
+        for leaf in files.directories(base, 2)
+        if leaf.endswith(suffix) and _DAY_DIR.match(leaf.removesuffix(suffix))
+    )
+
+
+# A table without rows still has its columns: one empty file in the version of a null day.
+NO_DAY: Final = "__HIVE_DEFAULT_PARTITION__"
+_DAY_DIR: Final = re.compile(r"^day=\d{4}-\d{2}-\d{2}$")
+
+
+def _pointer(report: str) -> str:
+    """``report.html``: a page that sends the browser to the newest report. Rewritten in place
+    by every run (a few bytes; object stores replace an object whole); the manifest names the
+    report for anyone who needs the consistent one."""
+    return (
+        '<!doctype html><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0; url={report}">'
+        f'<title>pynamesrv pipeline report</title><a href="{report}">{report}</a>\n'
     )

@@ -2,10 +2,12 @@
 
 JSON parsing is the largest cost of a run, and an operator keeps months of journals. So each
 hour file is parsed once (again only if it changes: the open hour grows, a closed hour is
-compressed) into ``<store>/day=…/instance=…/hour=…/``, heartbeats folded into runs
-(``compact.py``), and every later run reads only the partitions it needs. A file's rows are
-one partition, so ingesting a file again replaces exactly its rows (dynamic partition
-overwrite): a run that failed half-way is repaired by the next one.
+compressed) into ``<store>/day=…/instance=…/hour=…/version=<run>/``, heartbeats folded into
+runs (``compact.py``), and every later run reads only the partitions it needs. A file's rows
+are one version directory, written once by the run that parsed it; ingesting a file again
+writes a new version, and the run's manifest names which version holds each file
+(``FileStats.stored``), so a run that failed half-way leaves nothing a reader follows
+(``publish.py``).
 
 Files and their record:
 - Names are the writer's: ``<instance dir>/events-YYYYMMDD-HH.jsonl``, or ``….jsonl.gz`` once
@@ -33,11 +35,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from pynamesrv.pipeline.compact import STORE_COLUMNS, STORE_SCHEMA, compact
-from pynamesrv.pipeline.fs import FileInfo, HadoopFS
+from pynamesrv.pipeline.files import FileInfo, Files
+from pynamesrv.pipeline.paths import join_path
 from pynamesrv.pipeline.schema import CORRUPT, PARSE_SCHEMA
 
 HOUR_MS: Final = 3_600_000
-PARTITIONS: Final = ("day", "instance", "hour")
+PARTITIONS: Final = ("day", "instance", "hour", "version")
 _NAME: Final = re.compile(r"^events-(\d{8})-(\d{2})\.jsonl(\.gz)?$")
 # The tail of a file URI: instance directory (URI-encoded), date, hour.
 _TAIL: Final = r"([^/]+)/events-(\d{8})-(\d{2})\.jsonl(?:\.gz)?$"
@@ -89,6 +92,7 @@ class FileStats:
     min_ts: int | None
     max_ts: int | None
     ns: tuple[str, ...]
+    stored: str | None = None  # its version directory, relative to the store (None: no row)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ns": list(self.ns)}
@@ -123,7 +127,7 @@ def _hidden_below(path: str, root: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative)
 
 
-def find_journal_files(fs: HadoopFS, patterns: Sequence[str]) -> list[JournalFile]:
+def find_journal_files(fs: Files, patterns: Sequence[str]) -> list[JournalFile]:
     """The hour files under ``patterns`` (files, directories searched recursively, globs).
 
     A missing path raises ``JournalError``; a directory without journal files gives none.
@@ -174,8 +178,9 @@ def changed_files(files: Sequence[JournalFile], record: dict[str, FileStats]) ->
     return [f for f in files if f.key not in record or not record[f.key].same_file(f)]
 
 
-def partition_path(store: str, file: JournalFile) -> str:
-    return f"{store.rstrip('/')}/day={file.day}/instance={_escape(file.instance)}/hour={file.hour}"
+def partition_path(file: JournalFile, run_id: str) -> str:
+    """The version directory of ``file`` written by ``run_id``, relative to the store."""
+    return f"day={file.day}/instance={_escape(file.instance)}/hour={file.hour}/version={run_id}"
 
 
 def _escape(value: str) -> str:
@@ -185,22 +190,15 @@ def _escape(value: str) -> str:
 
 
 def ingest(
-    spark: SparkSession, fs: HadoopFS, files: Sequence[JournalFile], store: str
+    spark: SparkSession, fs: Files, files: Sequence[JournalFile], store: str, run_id: str
 ) -> dict[str, FileStats]:
-    """Parse ``files`` into the store (replacing their partitions) and return their stats."""
+    """Parse ``files`` into new version directories of the store (appended: nothing older is
+    touched) and return their stats."""
     if not files:
         return {}
-    for file in files:
-        fs.delete(partition_path(store, file))  # a file that yields no row leaves nothing old
-    rows = with_partitions(compact(parse(spark, [f.path for f in files])))
-    (
-        rows.repartition(*PARTITIONS)
-        .write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic")
-        .partitionBy(*PARTITIONS)
-        .parquet(store)
-    )
-    return file_stats(spark, store, files)
+    rows = with_partitions(compact(parse(spark, [f.path for f in files])), run_id)
+    rows.repartition(*PARTITIONS).write.mode("append").partitionBy(*PARTITIONS).parquet(store)
+    return file_stats(spark, fs, store, files, run_id)
 
 
 def parse(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -222,8 +220,8 @@ def instance_dir(file_uri: Column) -> Column:
     return F.url_decode(F.regexp_replace(encoded, r"\+", "%2B"))
 
 
-def with_partitions(rows: DataFrame) -> DataFrame:
-    """Store rows with day / instance / hour taken from their file's name."""
+def with_partitions(rows: DataFrame, run_id: str) -> DataFrame:
+    """Store rows with day / instance / hour taken from their file's name, and the run."""
     tail = F.col("file")
     instance = instance_dir(tail)
     day = F.regexp_extract(tail, _TAIL, 2)
@@ -233,16 +231,17 @@ def with_partitions(rows: DataFrame) -> DataFrame:
         date.alias("day"),
         instance.alias("instance"),
         F.regexp_extract(tail, _TAIL, 3).cast("int").alias("hour"),
+        F.lit(run_id).alias("version"),
     )
 
 
 def file_stats(
-    spark: SparkSession, store: str, files: Sequence[JournalFile]
+    spark: SparkSession, fs: Files, store: str, files: Sequence[JournalFile], run_id: str
 ) -> dict[str, FileStats]:
-    """Line counts and time range of ``files`` as stored (read back from their partitions)."""
-    fs = HadoopFS(spark)
+    """Line counts and time range of ``files`` as ``run_id`` stored them (read back)."""
     keys = {(f.day, f.instance, f.hour): f for f in files}
-    paths = [p for p in (partition_path(store, f) for f in files) if fs.exists(p)]
+    stored = {f.key: partition_path(f, run_id) for f in files}
+    paths = [join_path(store, p) for p in stored.values() if fs.exists(join_path(store, p))]
     found = {}
     if paths:
         rows = (
@@ -276,6 +275,7 @@ def file_stats(
             min_ts=row["min_ts"] if row else None,
             max_ts=row["max_ts"] if row else None,
             ns=tuple(row["ns"]) if row else (),
+            stored=stored[file.key] if row else None,
         )
     return out
 
@@ -288,12 +288,15 @@ READ_SCHEMA: Final = StructType(
         StructField("day", StringType()),
         StructField("instance", StringType()),
         StructField("hour", IntegerType()),
+        StructField("version", StringType()),
     ]
 )
 
 
 def read_store(spark: SparkSession, store: str, partitions: Sequence[str]) -> DataFrame:
-    """The rows of the given partition directories (``partition_path``), which must exist."""
+    """The rows of the given version directories (``partition_path``), which must exist;
+    without the ``version`` column (which version a row came from is the manifest's business)."""
     if not partitions:
-        return spark.createDataFrame([], READ_SCHEMA)
-    return spark.read.schema(READ_SCHEMA).option("basePath", store).parquet(*partitions)
+        return spark.createDataFrame([], READ_SCHEMA).drop("version")
+    frame = spark.read.schema(READ_SCHEMA).option("basePath", store).parquet(*partitions)
+    return frame.drop("version")
