@@ -171,3 +171,25 @@ def test_without_pyspark_one_line_says_what_to_install(
     # pynamesrv is not on PyPI (issue 26): the line names the extra's own requirement.
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["pipeline"] == [PIPELINE_EXTRA]
+
+
+def test_odd_instance_directory_names_are_stored_once_and_recognised_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark reports a file as a URL-encoded URI, the job's listing as a plain path: a `+`,
+    a space, a `%` or a `=` in an instance directory must map one to the other, or a file would
+    be stored without its record (parsed again by every run) or read as another's."""
+    names = ["a+b:1", "c d:2", "e%41:3", "f=g:4"]
+    for ns in names:
+        write_journal(tmp_path / "journal", ns, [
+            started(0), registered(1, "C", "b", f"10.0.0.{len(ns)}:10911", added={"T": (4, 4, 6)}),
+        ])  # fmt: skip
+    out = tmp_path / "out"
+    first = run_pipeline(spark, [str(tmp_path / "journal")], str(out))
+    assert (first.events, first.instances, first.ingested) == (8, 4, 4)
+    stored = orjson.loads(next((out / "_manifests").iterdir()).read_bytes())["files"]
+    assert sorted(stored) == sorted(f"{ns.replace(':', '_')}/2026-01-01T00" for ns in names)
+    assert all(
+        (out / "_store" / f["stored"]).is_dir() and f["events"] == 2 for f in stored.values()
+    )
+    assert run_pipeline(spark, [str(tmp_path / "journal")], str(out)).nothing_new
