@@ -189,6 +189,13 @@ def pipeline() -> None:
     help="Seconds after a heartbeat from which a broker counts as stale.",
 )
 @click.option("--full", is_flag=True, help="Recompute every table from all ingested history.")
+@click.option(
+    "--keep",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Published runs kept for readers (manifests and what they name); older ones go.",
+)
 @click.option("--shared-path", is_flag=True, help=SHARED_HELP)
 def run(
     journals: tuple[str, ...],
@@ -198,6 +205,7 @@ def run(
     to_ts: int | None,
     heartbeat_interval: float,
     full: bool,
+    keep: int,
     shared_path: bool,
 ) -> None:
     """Bring the six tables and report.html up to date with the journals.
@@ -233,6 +241,7 @@ def run(
                 to_ts=to_ts,
                 heartbeat_interval_s=heartbeat_interval,
                 full=full,
+                keep=keep,
                 progress=progress,
             )
     finally:

@@ -650,7 +650,7 @@ def _compute_and_publish(
         files.write_text(output.live(report), render_report(data))
         return data
 
-    data = stage("report.html", write_report, lambda _: output.live(report))
+    data = stage("report.html", write_report, lambda _: report)
     manifest = {
         "format": FORMAT,
         "params": params,
