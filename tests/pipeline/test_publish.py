@@ -227,3 +227,18 @@ def test_an_unknown_filesystem_is_one_line_and_the_trace_goes_to_a_log(
     log = Path(error.rsplit("(details: ", 1)[1].rstrip(")"))
     assert log.parent == tmp_path
     assert "Traceback (most recent call last)" in log.read_text()
+
+
+def test_an_output_of_the_rename_based_layout_is_refused_in_one_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_manifest.json").write_text("{}")  # tables renamed into place by an older version
+    result = CliRunner().invoke(pipeline, ["run", "--journal", str(tmp_path), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"Error: --out {out} holds outputs of an earlier pynamesrv (renamed into place, "
+        "_manifest.json): use a new directory"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json"]
