@@ -351,3 +351,38 @@ def test_a_shorter_timeout_on_re_registration_moves_the_deadline_earlier(
     assert [e.reason for e in events if isinstance(e, BrokerRemoved)] == ["expired"]
     assert routes.expire(120_001) == ([], [])  # the superseded 120 s entry is skipped
     assert routes.next_expiry_ms() is None
+
+
+def _queue_objects(routes: RouteInfoManager, group: str) -> set[int]:
+    """The distinct QueueData objects the topic table holds for ``group``."""
+    return {id(q[group]) for q in routes.topic_queue_table.values() if group in q}
+
+
+def test_a_groups_topics_share_their_queue_data(routes: RouteInfoManager) -> None:
+    """4 groups x 111,000 topics kept one object per topic and group (35 MB); alike topics
+    now share one, and a change replaces it for the topics it concerns only."""
+    a = Broker(routes, topics={f"T{i}": topic(f"T{i}", queues=8) for i in range(1_000)})
+    a.topics["odd"] = topic("odd", queues=2)
+    a.register()
+    b = Broker(routes, name="broker-b", addr="127.0.0.2:10911", topics=dict(a.topics))
+    b.register()
+    assert len(_queue_objects(routes, "broker-a")) == 2  # 8 queues, and odd's 2
+    assert len(_queue_objects(routes, "broker-b")) == 2
+    assert route(routes, "T7")["queueDatas"][0]["readQueueNums"] == 8
+
+    a.set_topics(*a.topics.values(), topic("T7", queues=3))  # one topic changes
+    a.register()
+    assert [q["readQueueNums"] for q in route(routes, "T7")["queueDatas"]] == [3, 8]
+    assert route(routes, "T8")["queueDatas"][0]["readQueueNums"] == 8
+
+    count, _ = routes.wipe_write_perm("broker-a")
+    assert count == 1_001
+    perms = {q["brokerName"]: q["perm"] for q in route(routes, "T8")["queueDatas"]}
+    assert perms == {"broker-a": 4, "broker-b": 6}, "the other group's shared data unchanged"
+    assert len(_queue_objects(routes, "broker-a")) == 3
+
+    snapshot = routes.snapshot()
+    restored = RouteInfoManager()
+    restored.restore_snapshot(snapshot)
+    assert len(_queue_objects(restored, "broker-b")) == 2
+    assert restored.snapshot() == snapshot

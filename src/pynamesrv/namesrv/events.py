@@ -12,7 +12,7 @@ never rename.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Final, Self
@@ -187,9 +187,11 @@ def queue_row(topic: str, entry: Any) -> RoutedTopic:
     return (topic, read, write, perm, flag)  # type: ignore[return-value]  # checked above
 
 
-def queue_table(topic: str, entries: Any) -> dict[str, QueueData]:
+def queue_table(
+    topic: str, entries: Any, make: Callable[[str, int, int, int, int], QueueData] = QueueData
+) -> dict[str, QueueData]:
     """A topic's queue entries as the journal lists them (``queues``, snapshot topics), by
-    broker name in their order, each checked."""
+    broker name in their order, each checked; ``make`` builds (or shares) each QueueData."""
     if type(entries) is not list:
         raise RecordError(f"queue data of {topic[:64]!r}: expected an array")
     queues: dict[str, QueueData] = {}
@@ -198,7 +200,7 @@ def queue_table(topic: str, entries: Any) -> dict[str, QueueData]:
         if type(name) is not str:
             raise RecordError(f"queue data of {topic[:64]!r}: an entry has no broker_name")
         _, read, write, perm, flag = queue_row(topic, entry)
-        queues[name] = QueueData(name, read, write, perm, flag)
+        queues[name] = make(name, read, write, perm, flag)
     return queues
 
 

@@ -170,9 +170,12 @@ class TopicConfig:
         return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class QueueData:
-    """A topic's queues on one broker group (keyed by broker name in the topic table)."""
+    """A topic's queues on one broker group (keyed by broker name in the topic table).
+
+    Frozen: the route tables share one object among the topics a group serves alike
+    (``RouteTables.queue_data``), so a change replaces it."""
 
     broker_name: str
     read_queue_nums: int

@@ -234,7 +234,8 @@ class RouteRegistry(TopicEdits):
 
         The loop a broker with 100,000 topics runs 100,000 times, so everything it calls is
         bound once, and a topic new to the table (every topic of a first registration) takes
-        the shortest way: staged as the table's entry itself, which ``apply`` merges whole."""
+        the shortest way: staged as the table's entry itself, which ``apply`` merges whole.
+        Queue data are the group's shared objects (``RouteTables.queue_data``)."""
         added, changed, applied = into
         table_get = self.topic_queue_table.get
         add, change, apply = added.append, changed.append, applied.append
@@ -242,6 +243,8 @@ class RouteRegistry(TopicEdits):
         fresh_get = fresh.get
         changes: dict[str, QueueData] = {}  # this group's queue data of the others
         changes_get = changes.get
+        shared_get = self.queue_datas_of(broker_name).get  # one QueueData per distinct values
+        make = self.queue_data
         for row in routed:
             topic, read, write, perm, sys_flag = row
             queues = table_get(topic)
@@ -250,7 +253,8 @@ class RouteRegistry(TopicEdits):
                 if queues is None:
                     perm &= perm_mask
                     fresh[topic] = {
-                        broker_name: QueueData(broker_name, read, write, perm, sys_flag)
+                        broker_name: shared_get((read, write, perm, sys_flag))
+                        or make(broker_name, read, write, perm, sys_flag)
                     }
                     add(topic)
                     apply(row)
@@ -276,7 +280,9 @@ class RouteRegistry(TopicEdits):
             else:
                 perm &= perm_mask
                 add(topic)
-            queue_data = QueueData(broker_name, read, write, perm, sys_flag)
+            queue_data = shared_get((read, write, perm, sys_flag)) or make(
+                broker_name, read, write, perm, sys_flag
+            )
             if topic in fresh:
                 fresh[topic][broker_name] = queue_data
             else:
