@@ -12,6 +12,7 @@ from pynamesrv.namesrv.events import (
     BrokerRemoved,
     Event,
     PermChanged,
+    QueueConfigs,
     TopicRemoved,
 )
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
@@ -382,7 +383,21 @@ def test_a_groups_topics_share_their_queue_data(routes: RouteInfoManager) -> Non
     assert len(_queue_objects(routes, "broker-a")) == 3
 
     snapshot = routes.snapshot()
+    records = [record for queues in snapshot["topics"].values() for record in queues]
+    assert len(records) == 2_002 and len({id(r) for r in records}) == 5, "one per QueueData"
     restored = RouteInfoManager()
     restored.restore_snapshot(snapshot)
     assert len(_queue_objects(restored, "broker-b")) == 2
     assert restored.snapshot() == snapshot
+
+
+def test_a_registration_line_shares_the_entries_of_alike_topics() -> None:
+    """The journal's line of a 100,000-topic registration: one entry dict per distinct
+    values, built for the line and not kept by the event."""
+    rows = [(f"T{i}", 8, 8, 6, 0) for i in range(1_000)] + [("odd", 2, 2, 6, 0)]
+    configs = QueueConfigs(rows, perm_mask=~2)
+    record = configs.record()
+    assert record == configs.as_dict()
+    assert record["T1"] == {"read": 8, "write": 8, "perm": 4, "sys_flag": 0}
+    assert len({id(entry) for entry in record.values()}) == 2
+    assert configs.record() is not record, "built afresh: the event keeps only its rows"

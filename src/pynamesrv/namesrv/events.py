@@ -114,6 +114,9 @@ def _field_names(event_type: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(event_type))
 
 
+_QUEUE_CONFIG_KEYS: Final = ("read", "write", "perm", "sys_flag")  # a topic_configs entry
+
+
 class QueueConfigs(Mapping[str, dict[str, int]]):
     """The queue data a registration set, by topic, as the journal writes it:
     ``{topic: {"read", "write", "perm", "sys_flag"}}``.
@@ -142,6 +145,22 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
                 for topic, read, write, perm, sys_flag in self._rows
             }
         return built
+
+    def record(self) -> dict[str, dict[str, int]]:
+        """The plain dict for one journal line, built afresh and not kept: a topic's entry is
+        shared with every topic of equal values (a line's 100,000 topics have a handful), so
+        the line costs one dict of references, not 100,000 dicts (30 MB) held as long as the
+        event. Read it, never change it."""
+        mask = self._perm_mask
+        entries: dict[tuple[int, int, int, int], dict[str, int]] = {}
+        record: dict[str, dict[str, int]] = {}
+        for topic, read, write, perm, sys_flag in self._rows:
+            values = (read, write, perm & mask, sys_flag)
+            entry = entries.get(values)
+            if entry is None:
+                entry = entries[values] = dict(zip(_QUEUE_CONFIG_KEYS, values, strict=True))
+            record[topic] = entry
+        return record
 
     def __getitem__(self, topic: str) -> dict[str, int]:
         return self.as_dict()[topic]
@@ -274,7 +293,7 @@ class BrokerRegistered(Event):
         record = Event.to_record(self)
         configs = self.topic_configs
         if isinstance(configs, QueueConfigs):
-            record["topic_configs"] = configs.as_dict()
+            record["topic_configs"] = configs.record()
         return record
 
 

@@ -69,7 +69,10 @@ class JournalReplay(RouteRegistry):
                     "enable_acting_master": group is not None and group.enable_acting_master,
                 }
             )
-        topics = {topic: queue_records(queues) for topic, queues in self.topic_queue_table.items()}
+        shared: dict[int, dict[str, Any]] = {}  # the QueueData are alive while this runs
+        topics = {
+            topic: queue_records(queues, shared) for topic, queues in self.topic_queue_table.items()
+        }
         mappings = {
             topic: {name: info.to_record() for name, info in per_group.items()}
             for topic, per_group in self.topic_queue_mapping.items()

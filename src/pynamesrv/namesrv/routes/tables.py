@@ -197,15 +197,31 @@ class RouteTables:
             self._drop_mappings(name, (topic,))
 
 
-def queue_records(queues: dict[str, QueueData]) -> list[dict[str, Any]]:
-    """A topic's queue data as the journal writes it (snapshot entries, topic events)."""
-    return [
-        {
-            "broker_name": q.broker_name,
-            "read": q.read_queue_nums,
-            "write": q.write_queue_nums,
-            "perm": q.perm,
-            "sys_flag": q.topic_sys_flag,
-        }
-        for q in queues.values()
-    ]
+def queue_record(q: QueueData) -> dict[str, Any]:
+    """One queue entry as the journal writes it."""
+    return {
+        "broker_name": q.broker_name,
+        "read": q.read_queue_nums,
+        "write": q.write_queue_nums,
+        "perm": q.perm,
+        "sys_flag": q.topic_sys_flag,
+    }
+
+
+def queue_records(
+    queues: dict[str, QueueData], shared: dict[int, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """A topic's queue data as the journal writes it (snapshot entries, topic events).
+
+    ``shared``: the records already made for this line, by the id of their (shared,
+    live) QueueData: a snapshot of 4 groups x 111,000 topics then builds a handful of dicts,
+    not 444,000 (135 MB on the event loop). Its records are read, never changed."""
+    if shared is None:
+        return [queue_record(q) for q in queues.values()]
+    records = []
+    for q in queues.values():
+        record = shared.get(id(q))
+        if record is None:
+            record = shared[id(q)] = queue_record(q)
+        records.append(record)
+    return records
