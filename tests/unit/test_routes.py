@@ -369,6 +369,9 @@ def test_a_groups_topics_share_their_queue_data(routes: RouteInfoManager) -> Non
     b.register()
     assert len(_queue_objects(routes, "broker-a")) == 2  # 8 queues, and odd's 2
     assert len(_queue_objects(routes, "broker-b")) == 2
+    keys = {id(name) for name in routes.topic_queue_table}
+    for group in ("broker-a", "broker-b"):  # each body decoded its own copy of every name
+        assert {id(name) for name in routes._topics_by_broker[group]} <= keys
     assert route(routes, "T7")["queueDatas"][0]["readQueueNums"] == 8
 
     a.set_topics(*a.topics.values(), topic("T7", queues=3))  # one topic changes

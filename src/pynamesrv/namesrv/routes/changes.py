@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from pynamesrv.namesrv.events import (
@@ -93,7 +94,7 @@ class RouteChanges(RouteTables):
             for topic, queue_data in staged.changes.items():
                 self.topic_queue_table[topic][name] = queue_data
         broker_topics = self._topics_by_broker.setdefault(name, set())
-        broker_topics.update(e.topics_added)
+        broker_topics.update(map(intern, e.topics_added))  # the table's strings (read back too)
         broker_topics.update(e.topics_changed)
         mapped = self._store_mappings(
             {t: TopicQueueMappingInfo.from_json(m) for t, m in e.topic_mappings.items()}
@@ -147,6 +148,7 @@ class RouteChanges(RouteTables):
         shared_get = self.queue_datas_of(broker_name).get
         make = self.queue_data
         for topic, read, write, perm, sys_flag in rows:
+            topic = intern(topic)  # as a live registration's (``_diff_topic_configs``)
             perm &= perm_mask
             queue_data = shared_get((read, write, perm, sys_flag)) or make(
                 broker_name, read, write, perm, sys_flag

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
+from sys import intern
 from typing import Any, Final
 
 from pynamesrv.namesrv.events import (
@@ -137,6 +138,7 @@ class JournalReplay(RouteRegistry):
         by_broker = self._topics_by_broker
         for topic, queues in topics.items():  # into empty tables: no old data to replace
             if queues:
+                topic = intern(topic)  # as a registration's new topics (``_diff_topic_configs``)
                 self.topic_queue_table[topic] = queues
                 for name in queues:
                     topics_of = by_broker.get(name)
