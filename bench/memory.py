@@ -17,10 +17,10 @@ between), plus the process's peak. Java 4.9.4's figures are the recorded side-by
 figures imply (224 MB was 0.41 of Java's in its same run; 52 MB was 0.27 for the routes
 alone). Java cannot run here. The target is 0.3 of Java's (164 MB).
 
-Then, for each shape a fresh ``pynamesrv serve`` (default settings: HTTP and journal on) is started;
-we measure the time until its first route answer, its resident memory idle once HTTP is up too
-(the reference), then register the brokers (compressed
-bodies, as a 4.x broker with compressedRegister sends them) and measure again:
+Then, for each shape, a fresh ``pynamesrv serve`` (default settings: HTTP and journal on) is
+started; we measure the time until its first route answer, its resident memory idle once HTTP
+answers too (the reference), then register the brokers (compressed bodies, as a 4.x broker
+with compressedRegister sends them) and measure again:
 
 * 4 brokers x 1,000 topics (the Java 4.9.4 figure: 195 MB, 3.1 s to first answer);
 * 100 brokers x 10,000 topics;
@@ -42,7 +42,7 @@ from pathlib import Path
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.command import RemotingCommand
-from route_query import REQUEST_COMMAND, free_port, start_server, wait_for_port
+from route_query import REQUEST_COMMAND, free_port, start_server
 
 JAVA_ROUTES_MB = 195.0  # Java 4.9.4, 4 brokers x 1,000 topics (recorded)
 JAVA_GROWN_MB = 546.0  # Java 4.9.4 after +111,000 topics (implied by issue 26: 224 / 0.41)
@@ -94,7 +94,7 @@ def measure(brokers: int, topics: int, shared: bool) -> tuple[float, float, floa
     sockets = []
     try:
         startup = first_answer(port, started)
-        wait_for_port(http_port)  # the default configuration: metrics and status page up too
+        wait_for_http(http_port)  # the default configuration: metrics and status page up too
         idle = rss_mb(server.pid)
         for b in range(brokers):
             prefix = "T" if shared else f"b{b}-"
