@@ -16,7 +16,7 @@ collections, 40 % of a 100,000-topic registration). ``HeapKeeper.burst`` holds t
 off for such a burst.
 
 The C allocator (glibc's malloc) gets fixed thresholds at start (``pin_malloc_thresholds``):
-see there why its defaults kept some 60 MB of freed memory after large registrations.
+see there why its defaults kept up to 100 MB of freed memory after large registrations.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def pin_malloc_thresholds() -> bool:
     mapped block is freed, and the trim threshold with it to twice that. A registration of
     100,000 topics frees blocks of 15 MB (its frame, its body, the journal line), so from then
     on every such block (each 30 s heartbeat's frame, each snapshot line) comes from the heap,
-    whose freed top is kept up to 64 MB: 4 brokers re-sending 111,000 topics held 60-70 MB
-    of freed memory (RSS 197 MB where the tables need 134). With fixed thresholds a big block
-    is unmapped when freed. Large blocks are rare here (route answers are small and cached),
+    whose freed top is kept up to 64 MB, and whose holes stay: 4 brokers re-sending 111,000
+    topics each held 100 MB of freed memory (RSS 314-361 MB, 199-201 MB with fixed
+    thresholds, before the other savings of issue 26). With fixed thresholds a big block is
+    unmapped when freed. Large blocks are rare here (route answers are small and cached),
     so the extra mmap calls cost nothing measurable. Not on other C libraries (musl maps
     large blocks anyway), nor when the environment chooses the thresholds."""
     if not sys.platform.startswith("linux") or any(key in os.environ for key in _MALLOC_ENV):
