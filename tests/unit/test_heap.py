@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import platform
 import weakref
 
+import pytest
+
 from pynamesrv.namesrv.events import BrokerRegistered
-from pynamesrv.namesrv.heap import FREEZE_AFTER_TOPICS, HeapKeeper
+from pynamesrv.namesrv.heap import FREEZE_AFTER_TOPICS, HeapKeeper, pin_malloc_thresholds
 
 
 def registered(topics: int) -> BrokerRegistered:
@@ -104,3 +108,48 @@ def test_a_freeze_outside_a_large_burst_collects_the_young_generations_first() -
         gc.unfreeze()
     assert seen == [1]
     assert garbage() is None
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")
+    ]  # fmt: skip
+
+
+def _mapped_bytes() -> int:
+    """Bytes glibc's malloc holds in blocks mapped on their own (freed: unmapped at once)."""
+    mallinfo2 = ctypes.CDLL(None).mallinfo2
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().hblkhd)
+
+
+glibc_only = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="the thresholds are glibc's malloc"
+)
+
+
+@glibc_only
+def test_large_blocks_stay_mapped_after_one_was_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registration's frame, its body, a snapshot line: freed, they go back to the
+    system, even after earlier ones were freed (glibc's default would serve them from its
+    heap from then on, and keep that memory)."""
+    for key in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(key, raising=False)
+    assert pin_malloc_thresholds()
+    size = 8 << 20
+    first = bytearray(size)
+    del first  # glibc's default raises its mmap threshold past 8 MB here
+    before = _mapped_bytes()
+    second = bytearray(size)
+    assert _mapped_bytes() >= before + size
+    del second
+    assert _mapped_bytes() < before + size
+
+
+def test_the_environment_chooses_the_thresholds_when_it_sets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert not pin_malloc_thresholds()

@@ -12,6 +12,7 @@ from pynamesrv.namesrv.events import (
     BrokerRemoved,
     Event,
     PermChanged,
+    QueueConfigs,
     TopicRemoved,
 )
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
@@ -351,3 +352,55 @@ def test_a_shorter_timeout_on_re_registration_moves_the_deadline_earlier(
     assert [e.reason for e in events if isinstance(e, BrokerRemoved)] == ["expired"]
     assert routes.expire(120_001) == ([], [])  # the superseded 120 s entry is skipped
     assert routes.next_expiry_ms() is None
+
+
+def _queue_objects(routes: RouteInfoManager, group: str) -> set[int]:
+    """The distinct QueueData objects the topic table holds for ``group``."""
+    return {id(q[group]) for q in routes.topic_queue_table.values() if group in q}
+
+
+def test_a_groups_topics_share_their_queue_data(routes: RouteInfoManager) -> None:
+    """4 groups x 111,000 topics kept one object per topic and group (35 MB); alike topics
+    now share one, and a change replaces it for the topics it concerns only."""
+    a = Broker(routes, topics={f"T{i}": topic(f"T{i}", queues=8) for i in range(1_000)})
+    a.topics["odd"] = topic("odd", queues=2)
+    a.register()
+    b = Broker(routes, name="broker-b", addr="127.0.0.2:10911", topics=dict(a.topics))
+    b.register()
+    assert len(_queue_objects(routes, "broker-a")) == 2  # 8 queues, and odd's 2
+    assert len(_queue_objects(routes, "broker-b")) == 2
+    keys = {id(name) for name in routes.topic_queue_table}
+    for group in ("broker-a", "broker-b"):  # each body decoded its own copy of every name
+        assert {id(name) for name in routes._topics_by_broker[group]} <= keys
+    assert route(routes, "T7")["queueDatas"][0]["readQueueNums"] == 8
+
+    a.set_topics(*a.topics.values(), topic("T7", queues=3))  # one topic changes
+    a.register()
+    assert [q["readQueueNums"] for q in route(routes, "T7")["queueDatas"]] == [3, 8]
+    assert route(routes, "T8")["queueDatas"][0]["readQueueNums"] == 8
+
+    count, _ = routes.wipe_write_perm("broker-a")
+    assert count == 1_001
+    perms = {q["brokerName"]: q["perm"] for q in route(routes, "T8")["queueDatas"]}
+    assert perms == {"broker-a": 4, "broker-b": 6}, "the other group's shared data unchanged"
+    assert len(_queue_objects(routes, "broker-a")) == 3
+
+    snapshot = routes.snapshot()
+    records = [record for queues in snapshot["topics"].values() for record in queues]
+    assert len(records) == 2_002 and len({id(r) for r in records}) == 5, "one per QueueData"
+    restored = RouteInfoManager()
+    restored.restore_snapshot(snapshot)
+    assert len(_queue_objects(restored, "broker-b")) == 2
+    assert restored.snapshot() == snapshot
+
+
+def test_a_registration_line_shares_the_entries_of_alike_topics() -> None:
+    """The journal's line of a 100,000-topic registration: one entry dict per distinct
+    values, built for the line and not kept by the event."""
+    rows = [(f"T{i}", 8, 8, 6, 0) for i in range(1_000)] + [("odd", 2, 2, 6, 0)]
+    configs = QueueConfigs(rows, perm_mask=~2)
+    record = configs.record()
+    assert record == configs.as_dict()
+    assert record["T1"] == {"read": 8, "write": 8, "perm": 4, "sys_flag": 0}
+    assert len({id(entry) for entry in record.values()}) == 2
+    assert configs.record() is not record, "built afresh: the event keeps only its rows"

@@ -20,6 +20,7 @@ from pynamesrv.cli import logs, pidfile
 from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.controller import ListenError, PathError, StateFileInUse
 from pynamesrv.namesrv.filestore import path_problem
+from pynamesrv.namesrv.heap import pin_malloc_thresholds
 from pynamesrv.namesrv.kvconfig import KvConfigError
 
 
@@ -172,6 +173,7 @@ def serve(
     try:
         _start_logging(config)
         install_event_loop_policy()
+        pin_malloc_thresholds()  # the process is ours: see heap.py for why
         _serve(registry)
     finally:
         if pid_path is not None:

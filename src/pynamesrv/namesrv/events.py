@@ -12,7 +12,7 @@ never rename.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Final, Self
@@ -114,6 +114,9 @@ def _field_names(event_type: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(event_type))
 
 
+_QUEUE_CONFIG_KEYS: Final = ("read", "write", "perm", "sys_flag")  # a topic_configs entry
+
+
 class QueueConfigs(Mapping[str, dict[str, int]]):
     """The queue data a registration set, by topic, as the journal writes it:
     ``{topic: {"read", "write", "perm", "sys_flag"}}``.
@@ -142,6 +145,22 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
                 for topic, read, write, perm, sys_flag in self._rows
             }
         return built
+
+    def record(self) -> dict[str, dict[str, int]]:
+        """The plain dict for one journal line, built afresh and not kept: a topic's entry is
+        shared with every topic of equal values (a line's 100,000 topics have a handful), so
+        the line costs one dict of references, not 100,000 dicts (30 MB) held as long as the
+        event. Read it, never change it."""
+        mask = self._perm_mask
+        entries: dict[tuple[int, int, int, int], dict[str, int]] = {}
+        record: dict[str, dict[str, int]] = {}
+        for topic, read, write, perm, sys_flag in self._rows:
+            values = (read, write, perm & mask, sys_flag)
+            entry = entries.get(values)
+            if entry is None:
+                entry = entries[values] = dict(zip(_QUEUE_CONFIG_KEYS, values, strict=True))
+            record[topic] = entry
+        return record
 
     def __getitem__(self, topic: str) -> dict[str, int]:
         return self.as_dict()[topic]
@@ -187,9 +206,11 @@ def queue_row(topic: str, entry: Any) -> RoutedTopic:
     return (topic, read, write, perm, flag)  # type: ignore[return-value]  # checked above
 
 
-def queue_table(topic: str, entries: Any) -> dict[str, QueueData]:
+def queue_table(
+    topic: str, entries: Any, make: Callable[[str, int, int, int, int], QueueData] = QueueData
+) -> dict[str, QueueData]:
     """A topic's queue entries as the journal lists them (``queues``, snapshot topics), by
-    broker name in their order, each checked."""
+    broker name in their order, each checked; ``make`` builds (or shares) each QueueData."""
     if type(entries) is not list:
         raise RecordError(f"queue data of {topic[:64]!r}: expected an array")
     queues: dict[str, QueueData] = {}
@@ -198,7 +219,7 @@ def queue_table(topic: str, entries: Any) -> dict[str, QueueData]:
         if type(name) is not str:
             raise RecordError(f"queue data of {topic[:64]!r}: an entry has no broker_name")
         _, read, write, perm, flag = queue_row(topic, entry)
-        queues[name] = QueueData(name, read, write, perm, flag)
+        queues[name] = make(name, read, write, perm, flag)
     return queues
 
 
@@ -272,7 +293,7 @@ class BrokerRegistered(Event):
         record = Event.to_record(self)
         configs = self.topic_configs
         if isinstance(configs, QueueConfigs):
-            record["topic_configs"] = configs.as_dict()
+            record["topic_configs"] = configs.record()
         return record
 
 

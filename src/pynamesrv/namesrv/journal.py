@@ -88,8 +88,10 @@ DEFAULT_MAX_BYTES = 10 * 1024**3
 
 def encode_line(ts: int, ns: str, seq: int, type_: str, fields: dict[str, Any]) -> bytes:
     """One journal line: ``ts``, ``ns``, ``seq``, ``type`` first (readers find the type in a
-    line's head without parsing it), then the event's fields."""
-    return orjson.dumps({"ts": ts, "ns": ns, "seq": seq, "type": type_, **fields}) + b"\n"
+    line's head without parsing it), then the event's fields. The newline is orjson's (a
+    snapshot line of 20 MB is not copied to add it)."""
+    head = {"ts": ts, "ns": ns, "seq": seq, "type": type_}
+    return orjson.dumps(head | fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,25 @@ def estimated_size(event: BrokerRegistered) -> int:
     topics = len(event.topics_added) + len(event.topics_changed) + len(event.topics_removed)
     sample = next(iter(event.topics_added or event.topics_changed or event.topics_removed), "")
     return 1024 + topics * (2 * len(sample) + 80) + 1024 * len(event.topic_mappings)
+
+
+# A line this long is written as a chunk of its own: joined with its neighbours it would be
+# copied (registrations of 100,000 topics and snapshots are lines of 10-30 MB).
+LONG_LINE_BYTES: Final = 1 << 20
+
+
+def _runs(lines: list[bytes]) -> Iterator[tuple[int, bytes, int]]:
+    """The lines of one hour file as the chunks to write, in order: consecutive lines joined,
+    a long line alone; each as (index of its first line, bytes, line count)."""
+    start = 0
+    for index, line in enumerate(lines):
+        if len(line) >= LONG_LINE_BYTES:
+            if start < index:
+                yield start, b"".join(lines[start:index]), index - start
+            yield index, line, 1
+            start = index + 1
+    if start < len(lines):
+        yield start, b"".join(lines[start:]), len(lines) - start
 
 
 @dataclass(slots=True)
@@ -416,7 +437,9 @@ class Journal:
         will: the chunks before it are written first). Over ``max_bytes`` the chunk is
         dropped instead."""
         by_hour: dict[int, list[tuple[int, bytes, CompactHeartbeat | None]]] = {}
-        for ts, pending, beat in batch:
+        batch.reverse()  # taken from the end: each event is let go once its line is encoded
+        while batch:
+            ts, pending, beat = batch.pop()
             if isinstance(pending, bytes):
                 line = pending
             else:
@@ -438,8 +461,7 @@ class Journal:
                 beat.line if beat is not None and memory.repeats(beat) else line
                 for _, line, beat in items
             ]
-            data = b"".join(lines)
-            need = self._backlog_bytes + len(data)
+            need = self._backlog_bytes + sum(map(len, lines))
             if sum(self._sizes.values()) + need > self.max_bytes:
                 self._enforce_retention(keep=name, need=need)
                 if sum(self._sizes.values()) + need > self.max_bytes:
@@ -457,8 +479,9 @@ class Journal:
             self._dropping = False
             if not self._backlog:
                 self._backlog_oldest_ms = items[0][0]
-            self._backlog.append(_Chunk(name, data, len(lines), items[0][0]))
-            self._backlog_bytes += len(data)
+            for first, data, count in _runs(lines):
+                self._backlog.append(_Chunk(name, data, count, items[first][0]))
+                self._backlog_bytes += len(data)
 
     def _drain(self) -> None:
         """Worker thread: write the backlog in order; an ``OSError`` leaves the chunk being

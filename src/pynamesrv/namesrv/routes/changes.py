@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from pynamesrv.namesrv.events import (
@@ -93,7 +94,7 @@ class RouteChanges(RouteTables):
             for topic, queue_data in staged.changes.items():
                 self.topic_queue_table[topic][name] = queue_data
         broker_topics = self._topics_by_broker.setdefault(name, set())
-        broker_topics.update(e.topics_added)
+        broker_topics.update(map(intern, e.topics_added))  # the table's strings (read back too)
         broker_topics.update(e.topics_changed)
         mapped = self._store_mappings(
             {t: TopicQueueMappingInfo.from_json(m) for t, m in e.topic_mappings.items()}
@@ -144,8 +145,14 @@ class RouteChanges(RouteTables):
         topics runs 100,000 times: everything it calls is bound once."""
         table = self.topic_queue_table
         table_get = table.get
+        shared_get = self.queue_datas_of(broker_name).get
+        make = self.queue_data
         for topic, read, write, perm, sys_flag in rows:
-            queue_data = QueueData(broker_name, read, write, perm & perm_mask, sys_flag)
+            topic = intern(topic)  # as a live registration's (``_diff_topic_configs``)
+            perm &= perm_mask
+            queue_data = shared_get((read, write, perm, sys_flag)) or make(
+                broker_name, read, write, perm, sys_flag
+            )
             queues = table_get(topic)
             if queues is None:
                 table[topic] = {broker_name: queue_data}
@@ -233,6 +240,7 @@ class RouteChanges(RouteTables):
                         del self.topic_queue_table[topic]
                         self._drop_topic_mappings(topic)
             self._topics_by_broker.pop(name, None)
+            self._queue_datas.pop(name, None)
             self._pruned_brokers.discard(name)
             self._drop_mappings(name)
         self._invalidate(topics)
@@ -255,7 +263,7 @@ class RouteChanges(RouteTables):
         """The topic's whole queue data, replaced (in the recorded order); groups no longer
         listed lose the topic and their mappings of it."""
         topic = e.topic
-        queues = queue_table(topic, e.queues)
+        queues = queue_table(topic, e.queues, self.queue_data)
         for name in self.topic_queue_table.get(topic, {}).keys() - queues.keys():
             self._topics_by_broker.get(name, set()).discard(topic)
             self._drop_mappings(name, (topic,))
@@ -272,15 +280,17 @@ class RouteChanges(RouteTables):
     def _apply_perm(self, e: PermChanged, ts_ms: int, link: Link | None) -> None:
         """``wipe`` clears the write bit of every topic of the group; ``add`` sets perm to
         read and write (6), exactly as Java does."""
-        topics = self._topics_by_broker.get(e.broker_name, ())
+        name = e.broker_name
+        topics = self._topics_by_broker.get(name, ())
         for topic in topics:
-            queue_data = self.topic_queue_table.get(topic, {}).get(e.broker_name)
-            if queue_data is None:
+            queues = self.topic_queue_table.get(topic, {})
+            q = queues.get(name)
+            if q is None:
                 continue
-            if e.op == PermChanged.WIPE:
-                queue_data.perm &= ~Perm.WRITE
-            else:
-                queue_data.perm = Perm.READ | Perm.WRITE
+            perm = q.perm & ~Perm.WRITE if e.op == PermChanged.WIPE else Perm.READ | Perm.WRITE
+            queues[name] = self.queue_data(
+                name, q.read_queue_nums, q.write_queue_nums, perm, q.topic_sys_flag
+            )
         self._invalidate(topics)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 from pynamesrv.namesrv.events import (
@@ -234,7 +235,11 @@ class RouteRegistry(TopicEdits):
 
         The loop a broker with 100,000 topics runs 100,000 times, so everything it calls is
         bound once, and a topic new to the table (every topic of a first registration) takes
-        the shortest way: staged as the table's entry itself, which ``apply`` merges whole."""
+        the shortest way: staged as the table's entry itself, which ``apply`` merges whole.
+        Queue data are the group's shared objects (``RouteTables.queue_data``), and a topic
+        name is interned as it enters the table, so that another group's registration of it
+        lists the table's string, not its own copy: 4 groups x 111,000 alike topics kept
+        333,000 copies (21 MB) in the groups' topic sets."""
         added, changed, applied = into
         table_get = self.topic_queue_table.get
         add, change, apply = added.append, changed.append, applied.append
@@ -242,15 +247,19 @@ class RouteRegistry(TopicEdits):
         fresh_get = fresh.get
         changes: dict[str, QueueData] = {}  # this group's queue data of the others
         changes_get = changes.get
+        shared_get = self.queue_datas_of(broker_name).get  # one QueueData per distinct values
+        make = self.queue_data
         for row in routed:
             topic, read, write, perm, sys_flag = row
             queues = table_get(topic)
             if queues is None:
                 queues = fresh_get(topic)
                 if queues is None:
+                    topic = intern(topic)  # the table's key: see below
                     perm &= perm_mask
                     fresh[topic] = {
-                        broker_name: QueueData(broker_name, read, write, perm, sys_flag)
+                        broker_name: shared_get((read, write, perm, sys_flag))
+                        or make(broker_name, read, write, perm, sys_flag)
                     }
                     add(topic)
                     apply(row)
@@ -275,8 +284,10 @@ class RouteRegistry(TopicEdits):
                 change(topic)
             else:
                 perm &= perm_mask
-                add(topic)
-            queue_data = QueueData(broker_name, read, write, perm, sys_flag)
+                add(intern(topic))  # the table's own key, not a second copy of the name
+            queue_data = shared_get((read, write, perm, sys_flag)) or make(
+                broker_name, read, write, perm, sys_flag
+            )
             if topic in fresh:
                 fresh[topic][broker_name] = queue_data
             else:

@@ -13,6 +13,8 @@ Which lines to take, and in what order, is ``namesrv.recovery``'s business.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
+from sys import intern
 from typing import Any, Final
 
 from pynamesrv.namesrv.events import (
@@ -26,10 +28,10 @@ from pynamesrv.namesrv.events import (
     queue_table,
     timestamp,
 )
-from pynamesrv.namesrv.model import TopicQueueMappingInfo
+from pynamesrv.namesrv.model import QueueData, TopicQueueMappingInfo
 from pynamesrv.namesrv.routes.changes import ROUTE_EVENTS
 from pynamesrv.namesrv.routes.registry import RouteRegistry
-from pynamesrv.namesrv.routes.tables import queue_records
+from pynamesrv.namesrv.routes.tables import QueueValues, queue_records, shared_queue_data
 
 # Every line type that changes the routes, by name: the events ``RouteChanges`` applies, and
 # the two lines applied here. Every other type changes no route.
@@ -68,7 +70,10 @@ class JournalReplay(RouteRegistry):
                     "enable_acting_master": group is not None and group.enable_acting_master,
                 }
             )
-        topics = {topic: queue_records(queues) for topic, queues in self.topic_queue_table.items()}
+        shared: dict[int, dict[str, Any]] = {}  # the QueueData are alive while this runs
+        topics = {
+            topic: queue_records(queues, shared) for topic, queues in self.topic_queue_table.items()
+        }
         mappings = {
             topic: {name: info.to_record() for name, info in per_group.items()}
             for topic, per_group in self.topic_queue_mapping.items()
@@ -116,18 +121,24 @@ class JournalReplay(RouteRegistry):
                 {**entry, "first": True, "data_version": entry.get("data_version") or {}}
             )
             joined.append((event, last))
-        topics = {topic: queue_table(topic, queues) for topic, queues in snapshot.topics.items()}
+        shared: dict[str, dict[QueueValues, QueueData]] = {}  # installed after the reset
+        share = partial(shared_queue_data, shared)
+        topics = {
+            topic: queue_table(topic, queues, share) for topic, queues in snapshot.topics.items()
+        }
         mappings: list[tuple[str, TopicQueueMappingInfo]] = []
         for topic, per_group in snapshot.mappings.items():
             if type(per_group) is not dict:
                 raise RecordError("snapshot: mappings of a topic are not an object")
             mappings += [(topic, queue_mapping(info, "snapshot")) for info in per_group.values()]
         self.reset()
+        self._queue_datas.update(shared)
         for event, last in joined:
             self.apply(event, last)
         by_broker = self._topics_by_broker
         for topic, queues in topics.items():  # into empty tables: no old data to replace
             if queues:
+                topic = intern(topic)  # as a registration's new topics (``_diff_topic_configs``)
                 self.topic_queue_table[topic] = queues
                 for name in queues:
                     topics_of = by_broker.get(name)

@@ -32,6 +32,27 @@ def broker_timeout_ms(asked: int | None) -> int:
 
 
 LiveKey = tuple[str, str]  # (cluster, broker address): 5.x BrokerAddrInfo
+QueueValues = tuple[int, int, int, int]  # a QueueData's read, write, perm, sys_flag
+
+
+def shared_queue_data(
+    shared: dict[str, dict[QueueValues, QueueData]],
+    broker_name: str,
+    read: int,
+    write: int,
+    perm: int,
+    sys_flag: int,
+) -> QueueData:
+    """The one QueueData of ``shared`` (by group, then values) with these values, made on
+    first use."""
+    per_group = shared.get(broker_name)
+    if per_group is None:
+        per_group = shared[broker_name] = {}
+    values = (read, write, perm, sys_flag)
+    queue_data = per_group.get(values)
+    if queue_data is None:
+        queue_data = per_group[values] = QueueData(broker_name, *values)
+    return queue_data
 
 
 class _NoConnection:
@@ -76,6 +97,11 @@ class RouteTables:
         # Static-topic mappings (5.x): topic -> hosting broker name -> mapping
         self.topic_queue_mapping: dict[str, dict[str, TopicQueueMappingInfo]] = {}
         self._mapped_topics_by_broker: dict[str, set[str]] = {}
+        # The queue data of each group by its values (read, write, perm, sys_flag), one
+        # object for every topic the group serves alike: a group's 100,000 topics usually
+        # have a handful of distinct ones (8 queues, read-write), and 4 groups x 111,000
+        # topics kept 444,000 objects (35 MB) otherwise. Dropped with the group.
+        self._queue_datas: dict[str, dict[QueueValues, QueueData]] = {}
         self.answers = RouteAnswers(
             self.topic_queue_table,
             self.broker_addr_table,
@@ -103,10 +129,25 @@ class RouteTables:
             self._pruned_brokers,
             self.topic_queue_mapping,
             self._mapped_topics_by_broker,
+            self._queue_datas,
         ):
             table.clear()
         self.deadlines.clear()
         self.answers.forget_all()
+
+    def queue_datas_of(self, broker_name: str) -> dict[QueueValues, QueueData]:
+        """The group's shared queue data by values (see ``queue_data``), for loops that
+        look them up themselves."""
+        shared = self._queue_datas.get(broker_name)
+        if shared is None:
+            shared = self._queue_datas[broker_name] = {}
+        return shared
+
+    def queue_data(
+        self, broker_name: str, read: int, write: int, perm: int, sys_flag: int
+    ) -> QueueData:
+        """The group's one QueueData with these values (made on first use)."""
+        return shared_queue_data(self._queue_datas, broker_name, read, write, perm, sys_flag)
 
     def _invalidate(self, topics: Iterable[str]) -> None:
         self.answers.invalidate(topics)
@@ -156,15 +197,31 @@ class RouteTables:
             self._drop_mappings(name, (topic,))
 
 
-def queue_records(queues: dict[str, QueueData]) -> list[dict[str, Any]]:
-    """A topic's queue data as the journal writes it (snapshot entries, topic events)."""
-    return [
-        {
-            "broker_name": q.broker_name,
-            "read": q.read_queue_nums,
-            "write": q.write_queue_nums,
-            "perm": q.perm,
-            "sys_flag": q.topic_sys_flag,
-        }
-        for q in queues.values()
-    ]
+def queue_record(q: QueueData) -> dict[str, Any]:
+    """One queue entry as the journal writes it."""
+    return {
+        "broker_name": q.broker_name,
+        "read": q.read_queue_nums,
+        "write": q.write_queue_nums,
+        "perm": q.perm,
+        "sys_flag": q.topic_sys_flag,
+    }
+
+
+def queue_records(
+    queues: dict[str, QueueData], shared: dict[int, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """A topic's queue data as the journal writes it (snapshot entries, topic events).
+
+    ``shared``: the records already made for this line, by the id of their (shared,
+    live) QueueData: a snapshot of 4 groups x 111,000 topics then builds a handful of dicts,
+    not 444,000 (135 MB on the event loop). Its records are read, never changed."""
+    if shared is None:
+        return [queue_record(q) for q in queues.values()]
+    records = []
+    for q in queues.values():
+        record = shared.get(id(q))
+        if record is None:
+            record = shared[id(q)] = queue_record(q)
+        records.append(record)
+    return records
