@@ -192,3 +192,30 @@ def test_a_registration_line_encoded_by_the_writer_is_the_line_of_its_event(
         "B": {"read": 2, "write": 2, "perm": 6, "sys_flag": 1},
     }
     assert orjson.loads(lines[1])["topics_added"] == ["A", "B"]
+
+
+def test_events_are_journaled_at_the_millisecond_the_tables_applied_them(tmp_path: Path) -> None:
+    """A line read back is applied as of its ``ts``: it must be the apply's time, not the
+    moment the journal got the event (the clock may have ticked in between), or a warm
+    restart rebuilds a broker with another last-heartbeat time than the live one had."""
+    applied_at, journal_clock = 1_795_000_000_000, 1_795_000_000_007
+    registry = RouteInfoManager()
+    body = RegisterBrokerBody(DataVersion(1, 1), [TopicConfig("A", 1, 1, 6, 0)], [])
+    events = registry.register_broker(
+        cluster=CLUSTER, broker_addr="a:1", broker_name="a", broker_id=0, ha_server_addr=None,
+        body_digest=None, load_body=lambda: body, channel=object(), now_ms=applied_at,
+    ).events  # fmt: skip
+    events += registry.broker_heartbeat(CLUSTER, "a:1", applied_at + 30_000)
+
+    async def run() -> None:
+        journal = Journal(tmp_path, "h:1", clock_ms=lambda: journal_clock, flush_interval_s=3600)
+        await journal.start()
+        journal.on_events(events)
+        await journal.stop()
+
+    asyncio.run(run())
+    records = list(read_records(journal_files(tmp_path)))
+    assert [(r["type"], r["ts"]) for r in records] == [
+        ("broker_registered", applied_at),
+        ("broker_heartbeat", applied_at + 30_000),
+    ]

@@ -29,8 +29,12 @@ class RecordError(ValueError):
     """A journal line without the shape docs/journal.md gives it (read, never trusted)."""
 
 
-@dataclass(slots=True)
+@dataclass
 class Event:
+    # The time the tables applied the event at (``RouteChanges.apply``): its journal line's
+    # ``ts``, so a line read back is applied as of the same millisecond. A slot, not a field:
+    # it is the line's ``ts``, not part of its payload. Unset for events that change no route.
+    __slots__ = ("applied_ms",)
     TYPE: ClassVar[str] = "event"
     # The fields a line must hold to be read back: what its apply cannot do without. Any
     # other field it lacks (older journals, a reader that selected only some columns) takes
@@ -75,6 +79,10 @@ class Event:
 
     def check(self) -> None:
         """What ``from_record`` checks beyond each field's type (RecordError)."""
+
+    def ts_or(self, now_ms: int) -> int:
+        """The journal line's ``ts``: when the tables applied the event, else ``now_ms``."""
+        return getattr(self, "applied_ms", now_ms)
 
 
 def _is_kind(value: Any, kind: type) -> bool:

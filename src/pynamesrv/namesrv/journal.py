@@ -325,10 +325,10 @@ class Journal:
                 self._seq += 1
                 if not self._over_cap(event.TYPE):
                     line = UnencodedLine(self.instance, self._seq, event)
-                    self._enqueue(self.clock_ms(), line, size=estimated_size(event))
+                    self._enqueue(event.ts_or(self.clock_ms()), line, size=estimated_size(event))
                 continue
             payload = event.to_record()
-            self.record(payload.pop("type"), **payload)
+            self.record(payload.pop("type"), ts=event.ts_or(self.clock_ms()), **payload)
 
     def lag_seconds(self) -> float:
         """Age of the oldest line not yet written (0 when all are written)."""

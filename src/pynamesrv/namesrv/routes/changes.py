@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from sys import intern
-from typing import Any
+from typing import Any, Final
 
 from pynamesrv.namesrv.events import (
     BrokerHeartbeat,
@@ -62,6 +62,10 @@ class Link:
 # it must decode their next registration, so that a master puts its topics back (as in 5.x).
 _ADMIN_DELETES = frozenset({"deleted", "deleted_in_cluster"})
 
+# The time given to ``apply`` for events that do not read it (removals, topic and perm edits):
+# their journal line takes the journal's clock.
+NO_TIME: Final = 0
+
 
 class RouteChanges(RouteTables):
     """``apply`` for every event that changes routes; nothing else writes the tables."""
@@ -73,6 +77,8 @@ class RouteChanges(RouteTables):
         apply = _APPLY.get(type(event))
         if apply is not None:
             apply(self, event, ts_ms, link)
+            if ts_ms != NO_TIME:
+                event.applied_ms = ts_ms  # the journal line's ts
 
     def apply_all(self, events: Iterable[Event], ts_ms: int) -> None:
         for event in events:

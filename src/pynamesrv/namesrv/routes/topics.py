@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from pynamesrv.namesrv.events import Event, PermChanged, TopicQueuesChanged, TopicRemoved
 from pynamesrv.namesrv.model import QueueData
-from pynamesrv.namesrv.routes.changes import RouteChanges
+from pynamesrv.namesrv.routes.changes import NO_TIME, RouteChanges
 from pynamesrv.namesrv.routes.tables import queue_records
-
-# The time given to ``apply`` for events that do not read it (removals, topic and perm edits).
-_NO_TIME = 0
 
 
 class TopicEdits(RouteChanges):
@@ -21,7 +18,7 @@ class TopicEdits(RouteChanges):
 
     def _applied(self, events: list[Event]) -> list[Event]:
         """Apply events that do not read the time (removals, topic and perm edits)."""
-        self.apply_all(events, _NO_TIME)
+        self.apply_all(events, NO_TIME)
         return events
 
     def register_topic(self, topic: str, queue_datas: list[QueueData]) -> list[Event]:
