@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pyspark
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -112,7 +113,7 @@ def _fails_early(args: list[str]) -> str:
     any Spark work (the CLI names the session it starts first); returns the line."""
     result = CliRunner().invoke(pipeline, args)
     assert result.exit_code == 2, result.output
-    assert "Spark" not in result.stderr
+    assert f"Spark {pyspark.__version__} on" not in result.stderr
     [line] = result.stderr.splitlines()
     return line
 
@@ -145,6 +146,9 @@ def test_input_mistakes_are_one_line_before_spark_starts(tmp_path: Path) -> None
     assert _fails_early(
         [*run, "--journal", str(journal), "--master", "local[1]", "--remote", "sc://127.0.0.1:1"]
     ) == ("Error: --master and --remote exclude each other")
+    assert _fails_early([*run, "--journal", str(journal), "--remote", "http://spark:15002"]) == (
+        "Error: --remote http://spark:15002: not a Spark Connect URL (sc://host:port)"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")

@@ -210,7 +210,10 @@ def _remote_host(url: str) -> str:
 
 def _check_remote(url: str) -> None:
     """A Connect URL that names a server, and the server listening: the client itself
-    retries an unreachable server for minutes before it fails."""
+    retries an unreachable server for minutes before it fails. ``local[…]`` (pyspark starts
+    a Connect server of its own in this process) needs no check."""
+    if url.startswith("local"):
+        return
     parts = urlsplit(url.split(";", 1)[0])
     try:
         port = parts.port or 15002  # Spark Connect's default port

@@ -105,9 +105,11 @@ def spark_session(
     JVM, and everything the job asks of Spark goes through the DataFrame API and
     ``spark.conf``. Else ``master`` None means: whatever ``spark-submit`` configured, else
     ``local[*]`` embedded in this process; an already active session is returned as it is.
-    A JVM this process starts gets 2 GB of driver memory (local masters) and a log4j
-    configuration that shows errors only. Shuffle sizing is set per run for every master
-    (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration) fixes it.
+    An embedded session gets 2 GB of driver memory unless configured, and logs errors only
+    (its log4j configuration; a cluster's driver logs as the cluster's configuration says:
+    the log level cannot be set without a SparkContext). Shuffle sizing is set per run for
+    every master (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration)
+    fixes it.
     """
     if remote is not None:
         if master is not None:
@@ -131,15 +133,13 @@ def spark_session(
         builder = builder.master(master)
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    if not submitted:  # this process starts the driver JVM: quiet from its first line
-        builder = builder.config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}"
-        )
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
         if not submitted:
             builder = builder.config(
                 "spark.driver.memory", os.environ.get("PYNAMESRV_DRIVER_MEMORY", "2g")
+            ).config(
+                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}"
             )
     return builder.getOrCreate()
 
