@@ -33,7 +33,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
 
@@ -129,15 +129,15 @@ class StandaloneCluster:
     def stop(self) -> None:
         """SIGTERM every daemon's process group, workers first; SIGKILL what is left."""
         for process in reversed(self._processes):
-            _signal_group(process, signal.SIGTERM)
+            signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + 20
         for process in reversed(self._processes):
             try:
                 process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
                 process.wait()
-            _signal_group(process, signal.SIGKILL)  # executors a worker left behind
+            signal_group(process, signal.SIGKILL)  # executors a worker left behind
         self._processes.clear()
         atexit.unregister(self.stop)
 

@@ -194,12 +194,13 @@ def test_a_real_run_that_fails_leaves_the_published_tables_whole(
 def test_local_paths_with_a_cluster_master_are_refused_before_spark_starts(
     tmp_path: Path,
 ) -> None:
+    write_journal(tmp_path / "j", "10.0.0.1:9876", [started(0)])
     result = CliRunner().invoke(
         pipeline,
         ["run", "--master", "spark://127.0.0.1:1", "--journal", str(tmp_path / "j"),
          "--out", str(tmp_path / "out")],
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # an input mistake
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert lines[0].startswith(f"Error: --out {tmp_path / 'out'} is a local path but the master")

@@ -21,9 +21,9 @@ from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.events import BrokerHeartbeat, BrokerRemoved
 from pynamesrv.pipeline.job import Derived
 from pynamesrv.pipeline.schema import read_journal
-from pynamesrv.pipeline.timetravel import route_digest, routes_at
+from pynamesrv.pipeline.timetravel import registries_at, route_bodies, route_digest, routes_at
 from pynamesrv.remoting.client import RemotingClient
-from pynamesrv.remoting.codes import RequestCode, ResponseCode
+from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from waiting import EventLog
 
@@ -44,12 +44,16 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-async def query_route(port: int, topic: str) -> RemotingCommand:
+async def query_route(port: int, topic: str, version: int = Version.V4_9_4) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC as a client of ``version`` asks it (4.9.4 and later: answered
+    in standard JSON, older: in fastjson's legacy dialect)."""
     client = await RemotingClient.connect("127.0.0.1", port)
     try:
         return await client.request(
             RemotingCommand(
-                code=RequestCode.GET_ROUTEINFO_BY_TOPIC, version=401, ext_fields={"topic": topic}
+                code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                version=version,
+                ext_fields={"topic": topic},
             )
         )
     finally:
@@ -191,11 +195,16 @@ async def test_pipeline_reports_what_real_servers_saw(
         assert r["only_in_a"] + r["only_in_b"] == [ADDR["shared"]], r
         assert shared_starts[0] <= r["start_ts"] <= r["end_ts"] <= shared_starts[-1], r
 
-    # routes-at t1 equals what each server answered then, topic by topic.
+    # routes-at t1 equals what each server answered then, topic by topic: the same body,
+    # byte for byte (so the same digest).
     at_t1 = routes_at(spark, [str(root)], t1)
+    bodies_t1 = {
+        ns: route_bodies(r, True) for ns, r in registries_at(spark, [str(root)], t1).items()
+    }
     for (port, topic), answer in live.items():
         ns = NS_A if port == ns_a.port else NS_B
         assert route_digest(at_t1[ns][topic]) == route_digest(answer.body), (ns, topic)
+        assert bodies_t1[ns][topic] == answer.body, (ns, topic)
     assert set(at_t1[NS_A]) == set(topics)
     keep_route = at_t1[NS_A]["keep-T"]
     assert keep_route["brokerDatas"][0]["brokerAddrs"] == {

@@ -233,3 +233,33 @@ def test_time_axis_ticks_are_round_utc_times_for_any_span() -> None:
     ]  # fmt: skip
     ticks, step = time_ticks(T0, ms(26 * 3600))
     assert time_label(ticks[-1], step, T0, ms(26 * 3600)) == "01-02 00:00"
+
+
+def _timeline_note(html: str) -> str:
+    start = html.index("Routed sessions of")
+    return html[start : html.index(";", start)]
+
+
+@pytest.mark.parametrize(
+    ("brokers_seen", "note"),
+    [
+        (2, "Routed sessions of all 2 brokers, one row per broker and name server "
+            "(4 rows, 2 name servers)"),
+        (1_500, "Routed sessions of the 4 rows with the most outages (a row is a broker on one "
+                "name server): 2 of 1,500 brokers, 2 name servers"),
+    ],
+)  # fmt: skip
+def test_the_timeline_counts_brokers_as_the_headline_does(brokers_seen: int, note: str) -> None:
+    """A timeline row is a broker address as one name server routed it: two brokers on two
+    name servers are four rows and still two brokers, the number the headline shows."""
+    data = sample()
+    data["headline"]["brokers"] = brokers_seen
+    data["timeline_sessions"] = [
+        {"ns": ns, "cluster": "C", "broker_id": 0, "broker_name": name, "broker_addr": addr,
+         "start_ts": ms(10), "end_ts": ms(3000), "end_reason": "expired"}
+        for ns in ("n1:9876", "n2:9876")
+        for name, addr in (("b1", "10.0.0.1:10911"), ("b2", "10.0.0.2:10911"))
+    ]  # fmt: skip
+    html = render_report(data)
+    assert Page(html).cards["brokers seen"] == f"{brokers_seen:,} brokers"
+    assert _timeline_note(html) == note

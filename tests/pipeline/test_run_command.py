@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import sys
 import tomllib
 from pathlib import Path
 
 import orjson
+import pyspark
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -130,12 +134,93 @@ def test_tables_of_a_directory_without_a_published_run_is_one_line_exit_2(tmp_pa
     ]
 
 
-def test_an_empty_journal_directory_gives_empty_tables(spark: SparkSession, tmp_path: Path) -> None:
-    (tmp_path / "journal" / "h_1").mkdir(parents=True)
-    result = run_pipeline(spark, [str(tmp_path / "journal")], str(tmp_path / "out"))
-    assert result.events == 0
-    assert result.rows == dict.fromkeys(TABLES, 0)
-    assert "No broker sessions." in Path(result.report).read_text()
+def _fails_early(args: list[str]) -> str:
+    """Runs ``pynamesrv pipeline ARGS``, which must fail with one line and exit code 2 before
+    any Spark work (the CLI names the session it starts first); returns the line."""
+    result = CliRunner().invoke(pipeline, args)
+    assert result.exit_code == 2, result.output
+    assert f"Spark {pyspark.__version__} on" not in result.stderr
+    [line] = result.stderr.splitlines()
+    return line
+
+
+def test_input_mistakes_are_one_line_before_spark_starts(tmp_path: Path) -> None:
+    journal = tmp_path / "journal"
+    small_journal(journal)
+    empty = tmp_path / "empty"
+    (empty / "n1_1" / "_old").mkdir(parents=True)  # hidden below: not looked into
+    (empty / "n1_1" / "_old" / "events-20260101-00.jsonl").write_text("{}\n")
+    (empty / "notes.txt").write_text("no journal here")
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    run = ["run", "--out", str(tmp_path / "out")]
+    assert _fails_early([*run, "--journal", str(tmp_path / "nope")]) == (
+        f"Error: journal path not found: {tmp_path / 'nope'}"
+    )
+    assert _fails_early([*run, "--journal", str(empty), "--journal", f"{tmp_path}/nothing*"]) == (
+        "Error: no journal files (events-YYYYMMDD-HH.jsonl[.gz]) under "
+        f"{empty}, {tmp_path}/nothing*"
+    )
+    given = ["run", "--journal", str(journal), "--out"]
+    assert _fails_early([*given, str(afile)]) == f"Error: --out {afile} is a file, not a directory"
+    assert _fails_early([*given, f"file://{afile}/sub/out"]) == (
+        f"Error: --out file://{afile}/sub/out: {afile} is a file, not a directory"
+    )
+    assert _fails_early(
+        [*run, "--journal", str(journal), "--from", "2026-01-02", "--to", "2026-01-01"]
+    ) == ("Error: --from must be before --to")
+    assert _fails_early(
+        [*run, "--journal", str(journal), "--master", "local[1]", "--remote", "sc://127.0.0.1:1"]
+    ) == ("Error: --master and --remote exclude each other")
+    assert _fails_early([*run, "--journal", str(journal), "--remote", "http://spark:15002"]) == (
+        "Error: --remote http://spark:15002: not a Spark Connect URL (sc://host:port)"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")
+def test_an_unreadable_journal_directory_is_one_line(tmp_path: Path) -> None:
+    small_journal(tmp_path / "journal")
+    locked = tmp_path / "journal" / "n1_1"
+    locked.chmod(0)
+    try:
+        line = _fails_early(
+            ["run", "--journal", str(tmp_path / "journal"), "--out", str(tmp_path / "out")]
+        )
+    finally:
+        locked.chmod(0o755)
+    assert line == f"Error: cannot read {locked}: permission denied"
+
+
+def test_spark_failures_are_one_line_without_class_names(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A path on a filesystem Spark cannot read fails inside Spark: one line, no Java or
+    Python class name, and where the full trace is."""
+    result = CliRunner(env={"PYNAMESRV_LOG_DIR": str(tmp_path)}).invoke(
+        pipeline, ["run", "--journal", "nosuch://bucket/journal", "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 1, result.output
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert "nosuch" in line and f"(details: {tmp_path}" in line
+    assert not re.search(r"\b\w+(Exception|Error)\b|\borg\.apache\.|\bjava\.", line), line
+
+
+def test_an_unreachable_spark_connect_server_is_one_line_at_once(tmp_path: Path) -> None:
+    """The Connect client itself would retry a closed port for minutes."""
+    small_journal(tmp_path / "j")
+    args = ["run", "--journal", str(tmp_path / "j"), "--out", str(tmp_path / "out")]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        remote = f"sc://127.0.0.1:{sock.getsockname()[1]}"
+        result = CliRunner(env={"SPARK_REMOTE": remote}).invoke(pipeline, args)
+    assert (result.exit_code, result.stderr) == (
+        1, f"Error: no Spark Connect server at {remote[5:]}: connection refused\n"
+    )  # fmt: skip
+    both = CliRunner(env={"SPARK_REMOTE": remote}).invoke(pipeline, [*args, "--master", "local"])
+    assert (both.exit_code, both.stderr) == (
+        2, "Error: --master and --remote exclude each other (SPARK_REMOTE is set: unset it "
+           "for --master)\n"
+    )  # fmt: skip
 
 
 def test_from_to_window_starts_a_run_at_its_first_event(
@@ -165,8 +250,8 @@ def test_without_pyspark_one_line_says_what_to_install(
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         f"Error: PySpark is not installed: {sys.executable} -m pip install "
-        "'pyspark[connect]>=3.5,<5' (the 'pipeline' extra; Spark also needs Java 17 on the PATH "
-        "or in JAVA_HOME)"
+        "'pyspark[connect]>=4.0,<5' "
+        "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
     ]
     # pynamesrv is not on PyPI (issue 26): the line names the extra's own requirement.
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())

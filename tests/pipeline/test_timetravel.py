@@ -9,10 +9,14 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.cli.pipeline import parse_time, pipeline
+from pynamesrv.namesrv.events import BrokerHeartbeat
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.timetravel import route_digest, routes_at, table_digest
 from pynamesrv.remoting import fastjson
+from pynamesrv.remoting.codes import Version
+from waiting import EventLog, wait_until
 
 from .journals import (
     broker_recovered,
@@ -27,6 +31,7 @@ from .journals import (
     warm_started,
     write_journal,
 )
+from .test_real_server import now_ms, query_route
 
 A1, A2, A3 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 
@@ -97,7 +102,6 @@ def test_routes_at_starts_empty_after_a_restart_and_covers_every_instance(
     both = routes_at(spark, [str(journal)], ms(300))
     assert both["r:1"] == {"T": route([("C", "bA", {"0": A1})], [("bA", 4, 4, 6)])}
     assert both["s:1"] == {"W": route([("D", "bD", {"0": A1})], [("bD", 1, 1, 6)])}
-    assert routes_at(spark, [str(journal)], ms(-1)) == {}
 
 
 def test_routes_at_reads_the_lines_of_a_warm_restart(spark: SparkSession, tmp_path: Path) -> None:
@@ -152,12 +156,61 @@ def test_routes_at_command_prints_routes_and_digests(spark: SparkSession, journa
     assert table["time"] == ms(15)
     assert set(table["topics"]) == {"T", "V"}
     for entry in table["topics"].values():
-        assert entry["digest"] == route_digest(entry["route"])
-    assert table["digest"] == table_digest({t: e["route"] for t, e in table["topics"].items()})
-    missing = CliRunner().invoke(
-        pipeline, ["routes-at", "--journal", str(journal), "--time", "0", "--instance", "r:1"]
-    )
-    assert missing.exit_code == 1
+        assert entry["digest"] == route_digest(entry["body"])
+    assert table["digest"] == table_digest({t: e["body"] for t, e in table["topics"].items()})
+    assert json.loads(table["topics"]["V"]["body"])["brokerDatas"] == [
+        {"brokerAddrs": {"0": A2}, "brokerName": "bB", "cluster": "C", "enableActingMaster": False}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--time", "2025-12-31T23:59:59Z"],
+         "2025-12-31T23:59:59Z is before the journals: they cover 2026-01-01T00:00:00Z to "
+         "2026-01-01T01:00:00Z"),
+        (["--time", "2026-01-01T01:00:00Z", "--instance", "s:1"],
+         "2026-01-01T01:00:00Z is after the journals of s:1: they cover 2026-01-01T00:00:00Z to "
+         "2026-01-01T01:00:00Z"),
+        (["--time", "1767225600000", "--instance", "nobody:1"],
+         "no journal lines of nobody:1 at or before 2026-01-01T00:00:00Z"),
+        (["--time", "0", "--raw"], "--raw prints one route body: give --topic"),
+    ],
+)  # fmt: skip
+def test_routes_at_refuses_a_time_the_journals_do_not_cover(
+    spark: SparkSession, journal: Path, args: list[str], message: str
+) -> None:
+    """Input mistakes are one line and exit code 2: a time before the first hour file or
+    after the last (the server may have changed anything since, or stopped), an instance
+    without lines, a --raw that would print several bodies."""
+    result = CliRunner().invoke(pipeline, ["routes-at", "--journal", str(journal), *args])
+    assert (result.exit_code, result.stderr) == (2, f"Error: {message}\n"), result.output
+
+
+def test_routes_at_raw_wants_one_instance_when_several_route_the_topic(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    for ns in ("a:1", "b:1"):
+        write_journal(
+            tmp_path, ns, [started(0), registered(5, "C", "bA", A1, added={"T": (1, 1, 6)})]
+        )
+    command = [
+        "routes-at",
+        "--journal",
+        str(tmp_path),
+        "--time",
+        str(ms(10)),
+        "--topic",
+        "T",
+        "--raw",
+    ]
+    result = CliRunner().invoke(pipeline, command)
+    assert (result.exit_code, result.stderr) == (
+        2, "Error: --raw prints one route body: T has one on a:1, b:1 (give --instance)\n"
+    )  # fmt: skip
+    one = CliRunner().invoke(pipeline, [*command, "--instance", "b:1"])
+    assert one.exit_code == 0, one.output
+    assert json.loads(one.stdout_bytes)["queueDatas"][0]["readQueueNums"] == 1
 
 
 @pytest.mark.parametrize(
@@ -289,3 +342,61 @@ def test_replay_drops_the_topics_a_registration_no_longer_lists() -> None:
     rebuilt = replay(rows)
     assert [q["brokerName"] for q in rebuilt["U"]["queueDatas"]] == ["b"]
     assert rebuilt == routes_of(routes)
+
+
+async def test_routes_at_prints_the_body_a_live_server_answered(
+    start_namesrv, spark: SparkSession, tmp_path: Path
+) -> None:
+    """The body routes-at prints for a topic at T is, byte for byte, the GET_ROUTEINFO_BY_TOPIC
+    answer the server gave at T, in either dialect; the digest it shows is that body's."""
+    root = tmp_path / "journal"
+    server = await start_namesrv(
+        instanceName="tt:9876", journalEnable=True, journalDir=root, journalFlushIntervalMs=100
+    )
+    log = EventLog(server)
+    brokers = [
+        BrokerClient(
+            namesrv_addrs=[f"127.0.0.1:{server.port}"], cluster="C", broker_name=name,
+            broker_id=broker_id, broker_addr=addr, register_period_s=0.2,
+            heartbeat_timeout_ms=5000,
+            topics={t: TopicConfig(t, queues, queues, 6) for t in topics} if broker_id == 0 else {},
+        )
+        for name, broker_id, addr, topics, queues in (
+            ("bB", 0, A2, ("T", "Ü/x"), 8),
+            ("bA", 0, A1, ("T",), 4),
+            ("bB", 1, A3, (), 0),
+        )
+    ]  # fmt: skip
+    for broker in brokers:
+        assert all(outcome.ok for outcome in await broker.start())
+        await log.wait(BrokerHeartbeat, broker_addr=broker.broker_addr)
+    live = {
+        (topic, dialect): await query_route(server.port, topic, version)
+        for topic in ("T", "Ü/x")
+        for dialect, version in (("standard", Version.V4_9_4), ("legacy", Version.V4_6_0))
+    }
+    at = now_ms()
+    wait_until(lambda: now_ms() > at, "the clock past T")  # what follows is after T
+    assert b'{0:"' in live[("T", "legacy")].body and b'"0":"' in live[("T", "standard")].body
+    for broker in brokers:
+        await broker.stop()
+    await server.stop()
+
+    for (topic, dialect), answer in live.items():
+        result = CliRunner().invoke(
+            pipeline,
+            ["routes-at", "--journal", str(root), "--time", str(at), "--topic", topic,
+             "--dialect", dialect, "--raw"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert result.stdout_bytes == answer.body, (topic, dialect)
+        assert result.stderr == f"digest: {route_digest(answer.body)}\n"
+    shown = CliRunner().invoke(
+        pipeline, ["routes-at", "--journal", str(root), "--time", str(at), "--dialect", "legacy"]
+    )
+    assert shown.exit_code == 0, shown.output
+    topics = json.loads(shown.stdout)["tt:9876"]["topics"]
+    assert {t: e["body"].encode() for t, e in topics.items()} == {
+        t: answer.body for (t, dialect), answer in live.items() if dialect == "legacy"
+    }
+    assert all(e["digest"] == route_digest(e["body"]) for e in topics.values())

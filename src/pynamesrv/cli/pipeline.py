@@ -3,28 +3,35 @@
 Spark is imported only inside the commands: ``pynamesrv serve`` must start without PySpark
 installed (it is the ``pipeline`` extra).
 
-A failure is one line: what went wrong (the innermost Java cause, not 128 lines of Py4J) and
-the file holding the full Python and JVM trace.
+A failure is one line: what went wrong (the innermost Java cause, not 128 lines of a Java
+trace, and never a Java class name) and the file holding the full Python and JVM trace. Input
+mistakes (a missing or unreadable path, no journal files, a time the journals do not cover)
+exit with 2 and are found before Spark starts wherever the paths are local.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 import click
 import orjson
+from click.core import ParameterSource
 from rich.console import Console
 
 from pynamesrv.pipeline import TABLES
@@ -64,6 +71,10 @@ JOURNAL_HELP = (
     "Journal file, directory or glob; any path Spark reads (hdfs://, s3a://). Repeatable."
 )
 MASTER_HELP = "Spark master (default: the spark-submit one, else local[*] embedded)."
+REMOTE_HELP = (
+    "Spark Connect server, sc://host:port (default: $SPARK_REMOTE, as pyspark reads it); "
+    "excludes --master. Paths are then read and written by the server's Spark."
+)
 
 
 SHARED_HELP = (
@@ -78,8 +89,22 @@ def _log_path() -> Path:
     return directory / f"pynamesrv-pipeline-{stamp}-{os.getpid()}.log"
 
 
+class InputError(click.ClickException):
+    """A mistake in the command's input (a path, a time): one line, exit code 2 as click's
+    own usage errors."""
+
+    exit_code = 2
+
+
+# A Java class name leading a message ("org.apache.hadoop.fs.ParentNotDirectoryException: "),
+# and the SQLSTATE Spark appends: neither tells an operator what to fix.
+_JAVA_CLASS: Final = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*)(?::\s*|$)")
+_SQLSTATE: Final = re.compile(r"\s*SQLSTATE: \w+\s*$")
+
+
 def _root_cause(exc: BaseException) -> str:
-    """The innermost Java cause of a Spark / Py4J failure, else the exception's first line."""
+    """The innermost Java cause of a Spark failure, else the exception's first line; without
+    the Java class name (its words stand in for an empty message)."""
     java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     if java is not None:
         try:
@@ -91,24 +116,43 @@ def _root_cause(exc: BaseException) -> str:
     else:
         text = str(exc)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    first = lines[0] if lines else type(exc).__name__
+    first = lines[0] if lines else ""
+    named = _JAVA_CLASS.match(first)
+    if named is not None:
+        first = first[named.end() :] or _words(named.group(1))
+    first = _SQLSTATE.sub("", first) or _words(type(exc).__name__)
     return first if len(first) <= 400 else first[:397] + "..."
+
+
+def _words(class_name: str) -> str:
+    """``ParentNotDirectoryException`` -> ``parent not directory``."""
+    name = re.sub(r"(Exception|Error)$", "", class_name) or class_name
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", name).lower()
+
+
+def _is_spark_failure(exc: BaseException) -> bool:
+    """What Spark raises: PySpark's errors (classic and Connect), the JVM bridge's and gRPC's
+    own (a JVM that died, a Connect server gone), and I/O errors."""
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, PySparkException | OSError):
+        return True
+    return type(exc).__module__.split(".", 1)[0] in {"py4j", "grpc"}
 
 
 @contextmanager
 def _spark_errors() -> Iterator[None]:
     """Everything the operator has to fix is one line; the full trace goes to a log file."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
     from pynamesrv.pipeline.job import OutputLayoutError, SharedPathError
     from pynamesrv.pipeline.store import JournalError
 
     try:
         yield
     except (JournalError, SharedPathError, OutputLayoutError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    except (PySparkException, Py4JError, OSError) as exc:
+        raise InputError(str(exc)) from exc
+    except Exception as exc:
+        if not _is_spark_failure(exc):
+            raise
         log = _log_path()
         try:
             log.write_text(traceback.format_exc(), encoding="utf-8")
@@ -120,30 +164,179 @@ def _spark_errors() -> Iterator[None]:
 
 def _quiet_pyspark_logging() -> None:
     """PySpark logs every failed query as a JSON line on stderr before raising it; the CLI
-    reports failures itself (one line and a log file)."""
+    reports failures itself (one line and a log file). The Connect client warns about the
+    pandas version on every start, about a part of PySpark the job does not use."""
     logging.getLogger("DataFrameQueryContextLogger").disabled = True
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
 
 
 def _check_shared(
-    master: str | None, journals: tuple[str, ...], out: str, shared: bool, spark: Any = None
+    where: str | None, journals: tuple[str, ...], out: str, shared: bool, spark: Any = None
 ) -> None:
-    """Refuse plain local paths with a cluster master (``job.check_shared``): before Spark
-    starts when --master says so, and again with the master spark-submit chose. A plain
-    path is always this machine's disk (the job's own file operations read it there)."""
+    """Refuse plain local paths where executors run elsewhere (``job.check_shared``): before
+    Spark starts when --master (or --remote) says so, and again with the master Spark runs
+    (spark-submit's, or the Connect server's). A Connect server on another machine reads and
+    writes its own disks: local paths are refused with it too."""
     from pynamesrv.pipeline.job import check_shared
 
     if shared:
         return
     options = [("--out", out), *(("--journal", j) for j in journals)]
-    if spark is None:
-        if master is not None:
-            check_shared(master, options, _scheme_of)
-        return
-    check_shared(spark.sparkContext.master, options, _scheme_of)
+    server = None if spark is None else spark.conf.get("spark.master", None)
+    master = _master_of(where, server)
+    if master is not None:
+        check_shared(master, options, _scheme_of)
+
+
+def _master_of(where: str | None, server: str | None) -> str | None:
+    """The master that decides whether local paths are shared, None while unknown: --master,
+    else the one Spark runs (``server``: spark-submit's, a Connect server's). A Connect
+    server on another machine counts as a cluster whatever its master (its executors are not
+    on this machine); on this one, its own master decides."""
+    if where is None or not where.startswith("sc://"):
+        return where or server
+    if _remote_host(where) in {"localhost", "127.0.0.1", "::1"}:
+        return server
+    return where
 
 
 def _scheme_of(path: str) -> str:
     return path.split("://", 1)[0] if "://" in path else "file"
+
+
+def _remote_host(url: str) -> str:
+    return urlsplit(url.split(";", 1)[0]).hostname or ""
+
+
+def _check_remote(url: str) -> None:
+    """A Connect URL that names a server, and the server listening: the client itself
+    retries an unreachable server for minutes before it fails. ``local[…]`` (pyspark starts
+    a Connect server of its own in this process) needs no check."""
+    if url.startswith("local"):
+        return
+    parts = urlsplit(url.split(";", 1)[0])
+    try:
+        port = parts.port or 15002  # Spark Connect's default port
+    except ValueError:
+        port = None
+    if parts.scheme != "sc" or not parts.hostname or port is None:
+        raise InputError(f"--remote {url}: not a Spark Connect URL (sc://host:port)")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=10).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise click.ClickException(
+            f"no Spark Connect server at {parts.hostname}:{port}: {reason.lower()}"
+        ) from exc
+
+
+def _local_path(path: str) -> Path | None:
+    """The local file a path names (plain, or a ``file:`` URI); None on other filesystems."""
+    if "://" not in path and not path.startswith("file:"):
+        return Path(path)
+    parts = urlsplit(path)
+    if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+        return Path(unquote(parts.path))
+    return None
+
+
+ENVIRONMENT: Final = ParameterSource.ENVIRONMENT
+_WILDCARD: Final = re.compile(r"[*?\[]")
+
+
+def _local_journal_files(journals: tuple[str, ...]) -> list[Any] | None:
+    """The hour files the --journal paths hold, found before Spark starts (None when a path
+    is not local, or a glob Python cannot read: Spark lists those). A missing or unreadable
+    path and an input without hour files raise ``InputError``, in the words Spark's listing
+    (``store.find_journal_files``) uses."""
+    from pynamesrv.pipeline.store import FILE_NAMES, JournalFile, hour_of_name
+
+    found: dict[tuple[str, int], JournalFile] = {}
+    for pattern in journals:
+        local = _local_path(pattern)
+        if local is None or "{" in pattern:
+            return None
+        if _WILDCARD.search(str(local)):
+            roots = [Path(match) for match in sorted(glob.glob(str(local)))]
+        elif local.exists():
+            roots = [local]
+        else:
+            raise InputError(f"journal path not found: {pattern}")
+        for root in roots:
+            for path in _files_under(root):
+                hour = hour_of_name(path.name)
+                if hour is not None:
+                    stat = path.stat()
+                    file = JournalFile(
+                        path.parent.name, hour, str(path), stat.st_size, int(stat.st_mtime * 1000)
+                    )
+                    found.setdefault((file.instance, hour), file)
+    if not found:
+        raise InputError(f"no journal files ({FILE_NAMES}) under {', '.join(journals)}")
+    return sorted(found.values(), key=lambda f: (f.hour_ms, f.instance))
+
+
+def _files_under(root: Path) -> Iterator[Path]:
+    """``root`` or the files below it, but in directories starting with ``_`` or ``.``."""
+    if not root.is_dir():
+        yield root
+        return
+
+    def unreadable(error: OSError) -> None:
+        reason = (error.strerror or "unreadable").lower()
+        raise InputError(f"cannot read {error.filename or root}: {reason}")
+
+    for directory, subdirectories, names in os.walk(root, onerror=unreadable):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith(("_", "."))]
+        yield from (Path(directory) / name for name in names)
+
+
+def _check_out(out: str) -> None:
+    """A local --out must be a directory this process can write, or be creatable in one."""
+    local = _local_path(out)
+    if local is None:
+        return
+    target = local.absolute()
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--out {out} is a file, not a directory")
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"--out {out}: {existing} is a file, not a directory")
+    if not os.access(existing, os.R_OK | os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: {existing} is not writable")
+
+
+def _where(master: str | None, remote: str | None) -> str | None:
+    """--master or --remote (SPARK_REMOTE), never both; a Connect server must be listening."""
+    if remote is None:
+        return master
+    if master is not None:
+        source = click.get_current_context().get_parameter_source("remote")
+        via = " (SPARK_REMOTE is set: unset it for --master)"
+        raise InputError(
+            f"--master and --remote exclude each other{via if source == ENVIRONMENT else ''}"
+        )
+    _check_remote(remote)
+    return remote
+
+
+def _session(master: str | None, remote: str | None, app_name: str) -> tuple[Any, bool]:
+    """The Spark session and whether this command owns it (and so stops it): a Connect
+    session always; a classic one unless an embedding caller (a notebook, the tests) has
+    one active."""
+    from pynamesrv.pipeline.job import spark_session
+
+    owned = remote is not None or _no_active_session()
+    return spark_session(master, remote=remote, app_name=app_name), owned
+
+
+def _describe_session(spark: Any, remote: str | None) -> str:
+    master = spark.conf.get("spark.master", None)
+    if remote is None:
+        return f"Spark {spark.version} on {master}"
+    return f"Spark {spark.version} on {remote} (Spark Connect, master {master})"
 
 
 def _no_active_session() -> bool:
@@ -156,7 +349,7 @@ def _no_active_session() -> bool:
 
 # pyproject.toml's "pipeline" extra (a test keeps them equal): pynamesrv is not on PyPI, so
 # `pip install pynamesrv[pipeline]` cannot work; this line works in any install.
-PIPELINE_EXTRA = "pyspark[connect]>=3.5,<5"
+PIPELINE_EXTRA = "pyspark[connect]>=4.0,<5"
 
 
 def _require_pyspark() -> None:
@@ -179,6 +372,7 @@ def pipeline() -> None:
 @click.option("--journal", "journals", multiple=True, required=True, help=JOURNAL_HELP)
 @click.option("--out", required=True, help="Output directory (Parquet tables, report.html).")
 @click.option("--master", default=None, help=MASTER_HELP)
+@click.option("--remote", default=None, envvar="SPARK_REMOTE", help=REMOTE_HELP)
 @click.option("--from", "from_ts", type=TIME, default=None, help="Keep events at or after T.")
 @click.option("--to", "to_ts", type=TIME, default=None, help="Keep events before T.")
 @click.option(
@@ -201,6 +395,7 @@ def run(
     journals: tuple[str, ...],
     out: str,
     master: str | None,
+    remote: str | None,
     from_ts: int | None,
     to_ts: int | None,
     heartbeat_interval: float,
@@ -214,25 +409,27 @@ def run(
     their data can change are recomputed; all outputs are published together.
     """
     _require_pyspark()
-    from pynamesrv.pipeline.job import run_pipeline, spark_session
+    from pynamesrv.pipeline.job import run_pipeline
 
     _quiet_pyspark_logging()
     console = Console(stderr=True, highlight=False)
     if from_ts is not None and to_ts is not None and from_ts >= to_ts:
-        raise click.BadParameter("--from must be before --to")
+        raise InputError("--from must be before --to")
+    _local_journal_files(journals)
+    _check_out(out)
+    where = _where(master, remote)
     with _spark_errors():
-        _check_shared(master, journals, out, shared_path)
-    owned = _no_active_session()
+        _check_shared(where, journals, out, shared_path)
     with console.status("starting Spark…"), _spark_errors():
-        spark = spark_session(master)
-    console.print(f"[dim]Spark {spark.version} on {spark.sparkContext.master}[/dim]")
+        spark, owned = _session(master, remote, "pynamesrv-pipeline")
+    console.print(f"[dim]{_describe_session(spark, remote)}[/dim]")
 
     def progress(stage: str, seconds: float, detail: str) -> None:
         console.print(f"[green]✓[/green] {stage:<22} {seconds:7.2f} s  {detail}")
 
     try:
         with console.status("running…"), _spark_errors():
-            _check_shared(master, journals, out, shared_path, spark)
+            _check_shared(where, journals, out, shared_path, spark)
             result = run_pipeline(
                 spark,
                 list(journals),
@@ -273,45 +470,89 @@ def run(
     click.echo(f"tables: pynamesrv pipeline tables --out {out}")
 
 
+# remoting/fastjson.py's two dialects, by name -> standard
+DIALECTS: Final = {"standard": True, "legacy": False}
+
+
 @pipeline.command("routes-at")
 @click.option("--journal", "journals", multiple=True, required=True, help=JOURNAL_HELP)
 @click.option("--time", "at", type=TIME, required=True, help="Epoch ms or ISO-8601 (UTC).")
 @click.option("--instance", default=None, help="Only this instance (its ns, host:port).")
 @click.option("--topic", default=None, help="Only this topic's route.")
+@click.option(
+    "--dialect",
+    type=click.Choice(sorted(DIALECTS)),
+    default="standard",
+    show_default=True,
+    help="JSON dialect of the bodies, as the server answers: standard to clients of RocketMQ "
+    "4.9.4 and later (and those asking for it), legacy (fastjson's: bare numeric keys) to "
+    "older ones.",
+)
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print only the body of --topic, byte for byte as the server sent it (its digest "
+    "on stderr); needs --topic, and --instance when several instances route the topic.",
+)
 @click.option("--master", default=None, help=MASTER_HELP)
+@click.option("--remote", default=None, envvar="SPARK_REMOTE", help=REMOTE_HELP)
 def routes_at_command(
     journals: tuple[str, ...],
     at: int,
     instance: str | None,
     topic: str | None,
+    dialect: str,
+    raw: bool,
     master: str | None,
+    remote: str | None,
 ) -> None:
-    """Print the route table each instance held at --time, with digests, as JSON.
+    """Print the GET_ROUTEINFO_BY_TOPIC bodies each instance answered at --time, with
+    digests, as JSON.
 
     Reads the hour files from the last snapshot at or before --time on. Compare a topic's
     digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC --digest.
     """
     _require_pyspark()
-    from pynamesrv.pipeline.job import spark_session
-    from pynamesrv.pipeline.timetravel import describe, routes_at
+    from pynamesrv.pipeline.history import check_time, iso_time
+    from pynamesrv.pipeline.timetravel import describe, registries_at, route_bodies
 
     _quiet_pyspark_logging()
-    owned = _no_active_session()
+    if raw and topic is None:
+        raise InputError("--raw prints one route body: give --topic")
+    files = _local_journal_files(journals)
+    if files is not None:
+        with _spark_errors():
+            check_time(files, at, instance)
+    _where(master, remote)
     with _spark_errors():
-        spark = spark_session(master, app_name="pynamesrv-routes-at")
+        spark, owned = _session(master, remote, "pynamesrv-routes-at")
     try:
         with _spark_errors():
-            routes = routes_at(spark, list(journals), at, instance=instance)
+            registries = registries_at(spark, list(journals), at, instance=instance)
     finally:
         if owned:
             spark.stop()
-    if instance is not None and instance not in routes:
-        click.echo(f"no journal lines of {instance} at or before {at}", err=True)
+    if instance is not None and instance not in registries:
+        raise InputError(f"no journal lines of {instance} at or before {iso_time(at)}")
+    if not registries:
+        raise InputError(f"no journal lines at or before {iso_time(at)}")
+    bodies = {ns: route_bodies(r, DIALECTS[dialect]) for ns, r in registries.items()}
+    answer = describe(bodies, at, topic)
+    routed = [ns for ns, entry in answer.items() if entry["topics"]]
+    if topic is not None and not routed:
+        click.echo(f"no route of {topic} at {iso_time(at)}", err=True)
         sys.exit(1)
-    answer = describe(routes, at, topic)
-    if topic is not None and not any(entry["topics"] for entry in answer.values()):
-        click.echo(f"no route of {topic} at {at}", err=True)
-        sys.exit(1)
+    if raw:
+        if len(routed) > 1:
+            raise InputError(
+                f"--raw prints one route body: {topic} has one on {', '.join(routed)} "
+                "(give --instance)"
+            )
+        [ns] = routed
+        sys.stdout.buffer.write(bodies[ns][str(topic)])
+        sys.stdout.buffer.flush()
+        click.echo(f"digest: {answer[ns]['topics'][topic]['digest']}", err=True)
+        return
     sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.buffer.write(b"\n")
 

@@ -10,6 +10,7 @@ journals costs the same two files.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,7 +22,7 @@ from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.pipeline.files import Files
 from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, SNAPSHOT, STARTED, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
-from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
+from pynamesrv.pipeline.store import JournalError, JournalFile, find_journal_files, instance_dir
 
 # The route-changing lines warm restart replays, but heartbeats and broker_recovered: the
 # bulk of a journal, and the restatement of what a warm start kept; they only move deadlines
@@ -81,12 +82,42 @@ def _by_instance_dir(
     return {d: sorted(fs, key=lambda f: f.hour_ms) for d, fs in by_dir.items()}
 
 
+def covered(files: Sequence[JournalFile]) -> tuple[int, int]:
+    """[start of the first hour, end of the last hour) the hour files stand for."""
+    return min(f.hour_ms for f in files), max(f.hour_ms for f in files) + HOUR_MS
+
+
+def check_time(files: Sequence[JournalFile], at_ms: int, instance: str | None = None) -> None:
+    """Refuse a time the journals (of ``instance``'s directory, when it has one) do not
+    cover: before their first hour nothing was recorded, and after their last hour the
+    server may have changed anything or stopped. ``JournalError`` says the range."""
+    own = _by_instance_dir(files, instance)
+    chosen = [f for fs in own.values() for f in fs]
+    start, end = covered(chosen)
+    if start <= at_ms < end:
+        return
+    whose = f" of {instance}" if instance and instance_dir_name(instance) in own else ""
+    side = "before" if at_ms < start else "after"
+    raise JournalError(
+        f"{iso_time(at_ms)} is {side} the journals{whose}: they cover {iso_time(start)} "
+        f"to {iso_time(end)}"
+    )
+
+
+def iso_time(ms: int) -> str:
+    """``2026-01-01T00:00:15Z`` (milliseconds only when there are some)."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    text = moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+    return text.replace("+00:00", "Z")
+
+
 def rows_since_base(
     spark: SparkSession, paths: Sequence[str], at_ms: int, instance: str | None = None
 ) -> tuple[dict[str, list[dict[str, Any]]], int]:
     """Each instance's replayed events from its last ``snapshot`` / ``server_started`` at or
     before ``at_ms`` up to ``at_ms``, in order; and how many hour files were read."""
     files = find_journal_files(Files(), paths)
+    check_time(files, at_ms, instance)
     hour = at_ms // HOUR_MS * HOUR_MS
     before = {
         d: [f for f in fs if f.hour_ms <= hour]

@@ -28,12 +28,13 @@ master or Connect server, or ``hdfs://`` / ``s3a://`` both reach.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -110,17 +111,29 @@ Progress = Callable[[str, float, str], None]  # stage, seconds, detail
 def spark_session(
     master: str | None = None,
     *,
+    remote: str | None = None,
     app_name: str = "pynamesrv-pipeline",
     shuffle_partitions: int | None = None,
 ) -> SparkSession:
     """The job's Spark session.
 
-    ``master`` None means: whatever ``spark-submit`` configured, else ``local[*]`` embedded in
-    this process; an already active session is returned as it is. An embedded session gets
-    2 GB of driver memory unless configured, and logs errors only. Shuffle sizing is set per
-    run for every master (``job_conf``) unless ``shuffle_partitions`` (or the launch
-    configuration) fixes it.
+    ``remote`` (``sc://host:port``) connects to a Spark Connect server: the client has no
+    JVM, and everything the job asks of Spark goes through the DataFrame API and
+    ``spark.conf``. Else ``master`` None means: whatever ``spark-submit`` configured, else
+    ``local[*]`` embedded in this process; an already active session is returned as it is.
+    An embedded session gets 2 GB of driver memory unless configured, and logs errors only
+    (its log4j configuration; a cluster's driver logs as the cluster's configuration says:
+    the log level cannot be set without a SparkContext). Shuffle sizing is set per run for
+    every master (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration)
+    fixes it.
     """
+    if remote is not None:
+        if master is not None:
+            raise ValueError("a Spark Connect session takes no master (the server has one)")
+        connect = SparkSession.builder.remote(remote).config("spark.sql.session.timeZone", "UTC")
+        if shuffle_partitions is not None:
+            connect = connect.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        return connect.getOrCreate()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active  # embedded (tests, notebooks): never reconfigure the caller's session
@@ -144,9 +157,7 @@ def spark_session(
             ).config(
                 "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}"
             )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return builder.getOrCreate()
 
 
 _LOG4J2 = """\
@@ -171,14 +182,30 @@ def _quiet_log4j() -> str:
     return str(path)
 
 
+# Spark's own default of spark.sql.shuffle.partitions: any other value was configured.
+SPARK_DEFAULT_SHUFFLE_PARTITIONS: Final = "200"
+_SPLITS: Final = re.compile(r"\bRange \(0, 1, step=1, splits=(\d+)\)")
+
+
 def shuffle_partitions(spark: SparkSession) -> int:
     """Shuffle partitions for a run: what the launch configuration says, else twice the
-    cores the master reports (a day of 1,000 brokers is ~1 GB of journal and ~100 k rows
-    after ingestion: 200 tiny tasks per shuffle cost more than the work)."""
-    configured = spark.sparkContext.getConf().get("spark.sql.shuffle.partitions")
-    if configured:
+    cores Spark has (a day of 1,000 brokers is ~1 GB of journal and ~100 k rows after
+    ingestion: 200 tiny tasks per shuffle cost more than the work).
+
+    Read without the SparkContext (a Spark Connect client has none): a value other than
+    Spark's default 200 was configured; the cores are the splits Spark plans for a range
+    without a partition count (its default parallelism: the master's cores), read from the
+    plan, which runs no job."""
+    configured = spark.conf.get("spark.sql.shuffle.partitions", None)
+    if configured and configured != SPARK_DEFAULT_SHUFFLE_PARTITIONS:
         return int(configured)
-    return max(2, 2 * spark.sparkContext.defaultParallelism)
+    plan = io.StringIO()
+    with redirect_stdout(plan):
+        spark.range(0, 1).explain()
+    found = _SPLITS.search(plan.getvalue())
+    if found is None:  # a plan printed differently: keep Spark's default
+        return int(configured or SPARK_DEFAULT_SHUFFLE_PARTITIONS)
+    return max(2, 2 * int(found.group(1)))
 
 
 # SQL settings of a run (job_conf), on every master.

@@ -11,7 +11,7 @@ tables; only those small results are collected, so the report costs the same for
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
 from pyspark.sql import DataFrame, Window
@@ -248,7 +248,7 @@ def render_report(data: dict[str, Any]) -> str:
     lo, hi = head["from"], head["to"]
     sections = [
         _headline(head),
-        _availability(data["timeline_sessions"], lo, hi),
+        _availability(data["timeline_sessions"], lo, hi, head["brokers"]),
         _latency(data["latency_stats"], data["latency_hist"]),
         _exposure(data["top_exposure"]),
         _divergence(data["divergence"], lo, hi),
@@ -312,7 +312,9 @@ AVAILABILITY_BAD: Final = (
 )
 
 
-def _availability(sessions: list[dict[str, Any]], lo: int | None, hi: int | None) -> str:
+def _availability(
+    sessions: list[dict[str, Any]], lo: int | None, hi: int | None, brokers_seen: int
+) -> str:
     title = "<h2>Availability timeline per broker</h2>"
     if not sessions or lo is None or hi is None:
         return title + _empty("No broker sessions.", AVAILABILITY_GOOD, AVAILABILITY_BAD)
@@ -335,10 +337,25 @@ def _availability(sessions: list[dict[str, Any]], lo: int | None, hi: int | None
     )
     chart = svg_timeline(rows, lo, hi, y_title="broker address @ name server")
     return (
-        title
-        + f'<p class="note">Routed sessions of the {len(rows)} brokers with the most outages; '
+        title + f'<p class="note">{esc(_timeline_scope(by_broker, brokers_seen))}; '
         f"colour = how the session ended. {legend}</p>"
         + _figure(chart, AVAILABILITY_GOOD, AVAILABILITY_BAD)
+    )
+
+
+def _timeline_scope(rows: Collection[tuple[str, ...]], brokers_seen: int) -> str:
+    """What the timeline shows, counted as the headline counts brokers (addresses, per
+    cluster): a row is one broker as one name server routed it."""
+    brokers = len({(cluster, addr) for cluster, _, addr, _ in rows})
+    servers = count(len({ns for *_, ns in rows}), "name server")
+    if brokers >= brokers_seen:
+        return (
+            f"Routed sessions of all {count(brokers, 'broker')}, one row per broker and name "
+            f"server ({count(len(rows), 'row')}, {servers})"
+        )
+    return (
+        f"Routed sessions of the {count(len(rows), 'row')} with the most outages (a row is a "
+        f"broker on one name server): {brokers:,} of {count(brokers_seen, 'broker')}, {servers}"
     )
 
 

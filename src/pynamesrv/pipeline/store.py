@@ -41,6 +41,7 @@ from pynamesrv.pipeline.schema import CORRUPT, PARSE_SCHEMA
 
 HOUR_MS: Final = 3_600_000
 PARTITIONS: Final = ("day", "instance", "hour", "version")
+FILE_NAMES: Final = "events-YYYYMMDD-HH.jsonl[.gz]"  # what _NAME matches, for messages
 _NAME: Final = re.compile(r"^events-(\d{8})-(\d{2})\.jsonl(\.gz)?$")
 # The tail of a file URI: instance directory (URI-encoded), date, hour.
 _TAIL: Final = r"([^/]+)/events-(\d{8})-(\d{2})\.jsonl(?:\.gz)?$"
@@ -130,7 +131,9 @@ def _hidden_below(path: str, root: str) -> bool:
 def find_journal_files(fs: Files, patterns: Sequence[str]) -> list[JournalFile]:
     """The hour files under ``patterns`` (files, directories searched recursively, globs).
 
-    A missing path raises ``JournalError``; a directory without journal files gives none.
+    A missing path raises ``JournalError``, and so do patterns that hold no hour file at all
+    (a directory without journal files among others is fine): a run over nothing is a
+    mistaken path, not an empty report.
     """
     found: dict[str, FileInfo] = {}
     for pattern in patterns:
@@ -141,7 +144,10 @@ def find_journal_files(fs: Files, patterns: Sequence[str]) -> list[JournalFile]:
             for info in fs.files(uri):
                 if not _hidden_below(info.path, uri):
                     found.setdefault(info.path, info)
-    return choose(found.values())
+    files = choose(found.values())
+    if not files:
+        raise JournalError(f"no journal files ({FILE_NAMES}) under {', '.join(patterns)}")
+    return files
 
 
 def choose(infos: Iterable[FileInfo]) -> list[JournalFile]:

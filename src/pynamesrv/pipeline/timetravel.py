@@ -80,8 +80,8 @@ def route_digest(route_body: Mapping[str, Any] | bytes | str) -> str:
     return hashlib.sha256(canonical_json(canonical_route(route_body))).hexdigest()
 
 
-def table_digest(routes: Mapping[str, Route]) -> str:
-    """SHA-256 of the canonical JSON of a whole ``{topic: route}`` table."""
+def table_digest(routes: Mapping[str, Mapping[str, Any] | bytes | str]) -> str:
+    """SHA-256 of the canonical JSON of a whole ``{topic: route}`` table (routes or bodies)."""
     return hashlib.sha256(
         canonical_json({t: canonical_route(r) for t, r in routes.items()})
     ).hexdigest()
@@ -109,9 +109,16 @@ def replay(
     field existed) takes the topic's queue data from ``later_snapshot``, the first snapshot
     after T, when there is one.
     """
+    return routes_of(replay_registry(rows, later_snapshot))
+
+
+def replay_registry(
+    rows: Iterable[Mapping[str, Any]], later_snapshot: Mapping[str, Any] | None = None
+) -> RouteInfoManager:
+    """The registry ``replay`` builds: it answers route queries as the server did then."""
     registry = RouteInfoManager()
     recovery.replay(_with_fallback(rows, later_snapshot), registry)
-    return routes_of(registry)
+    return registry
 
 
 def _with_fallback(
@@ -138,6 +145,26 @@ def _named_topics(row: Mapping[str, Any]) -> list[str]:
     return [*(row.get("topics_added") or []), *(row.get("topics_changed") or [])]
 
 
+def registries_at(
+    spark: SparkSession,
+    paths: Sequence[str],
+    at_ms: int,
+    *,
+    instance: str | None = None,
+) -> dict[str, RouteInfoManager]:
+    """``{instance: registry}``: each instance's (or only ``instance``'s) route tables as
+    they were at ``at_ms`` (events at exactly ``at_ms`` included). A time the journals do
+    not cover raises ``JournalError`` (``history.check_time``)."""
+    from pynamesrv.pipeline.history import next_snapshot, rows_since_base
+
+    by_ns, _ = rows_since_base(spark, paths, at_ms, instance)
+    out: dict[str, RouteInfoManager] = {}
+    for ns, ns_rows in sorted(by_ns.items()):
+        later = next_snapshot(spark, paths, ns, at_ms) if needs_fallback(ns_rows) else None
+        out[ns] = replay_registry(ns_rows, later)
+    return out
+
+
 def routes_at(
     spark: SparkSession,
     paths: Sequence[str],
@@ -145,16 +172,23 @@ def routes_at(
     *,
     instance: str | None = None,
 ) -> dict[str, dict[str, Route]]:
-    """``{instance: {topic: route}}`` as each instance (or only ``instance``) held it at
-    ``at_ms`` (events at exactly ``at_ms`` included)."""
-    from pynamesrv.pipeline.history import next_snapshot, rows_since_base
+    """``{instance: {topic: route}}`` in canonical form (``registries_at``)."""
+    registries = registries_at(spark, paths, at_ms, instance=instance)
+    return {ns: routes_of(registry) for ns, registry in registries.items()}
 
-    by_ns, _ = rows_since_base(spark, paths, at_ms, instance)
-    out: dict[str, dict[str, Route]] = {}
-    for ns, ns_rows in sorted(by_ns.items()):
-        later = next_snapshot(spark, paths, ns, at_ms) if needs_fallback(ns_rows) else None
-        out[ns] = replay(ns_rows, later)
-    return out
+
+def route_bodies(registry: RouteInfoManager, standard: bool = False) -> dict[str, bytes]:
+    """``{topic: body}``, topics sorted: the GET_ROUTEINFO_BY_TOPIC bodies ``registry``
+    answers, encoded by the server's own encoder (``route_body``) in the dialect it answers
+    clients of RocketMQ 4.9.4 and later with (``standard``) or older ones (legacy)
+    As a server with the default settings answers: no order topic config (a KV entry the
+    journal does not record) and no zone filter."""
+    bodies = {}
+    for topic in sorted(registry.topic_queue_table):
+        body = registry.route_body(topic, standard, None)
+        if body is not None:
+            bodies[topic] = body
+    return bodies
 
 
 def needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
@@ -168,17 +202,20 @@ def needs_fallback(rows: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def describe(
-    routes: Mapping[str, Mapping[str, Route]], at_ms: int, topic: str | None = None
+    bodies: Mapping[str, Mapping[str, bytes]], at_ms: int, topic: str | None = None
 ) -> dict[str, Any]:
-    """The printed answer: per instance the table digest, and per topic the route and its
-    digest (compare with ``route_digest`` of a live answer, e.g. ``pynamesrv admin
-    topicRoute --digest``). With ``topic``, only that topic (and no table digest)."""
+    """The printed answer: per instance the table digest, and per topic the exact
+    GET_ROUTEINFO_BY_TOPIC body (``route_bodies``, as text) and its digest (compare with a
+    live answer's: ``pynamesrv admin topicRoute --digest``). With ``topic``, only that topic
+    (and no table digest)."""
     out: dict[str, Any] = {}
-    for ns, table in routes.items():
-        shown = {t: r for t, r in table.items() if topic is None or t == topic}
+    for ns, table in bodies.items():
+        shown = {t: b for t, b in table.items() if topic is None or t == topic}
         entry: dict[str, Any] = {
             "time": at_ms,
-            "topics": {t: {"digest": route_digest(r), "route": r} for t, r in shown.items()},
+            "topics": {
+                t: {"digest": route_digest(b), "body": b.decode("utf-8")} for t, b in shown.items()
+            },
         }
         if topic is None:
             entry["digest"] = table_digest(table)
