@@ -236,8 +236,10 @@ def test_an_output_of_the_rename_based_layout_is_refused_in_one_line(
     out = tmp_path / "out"
     out.mkdir()
     (out / "_manifest.json").write_text("{}")  # tables renamed into place by an older version
-    result = CliRunner().invoke(pipeline, ["run", "--journal", str(tmp_path), "--out", str(out)])
-    assert result.exit_code == 1
+    journal = tmp_path / "journal"
+    write_journal(journal, "10.0.0.1:9876", [started(0)])
+    result = CliRunner().invoke(pipeline, ["run", "--journal", str(journal), "--out", str(out)])
+    assert result.exit_code == 2  # an input mistake
     assert result.stderr.strip().splitlines()[-1] == (
         f"Error: --out {out} holds outputs of an earlier pynamesrv (renamed into place, "
         "_manifest.json): use a new directory"
