@@ -68,8 +68,8 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
     _, truth = stopped
     out, result, stages = job
     assert stages == [
-        "journal files", "ingest", "derive", "running intervals", "sessions", *TABLES, "state",
-        "report.html", "publish",
+        "journal files", "ingest", "derive", "running intervals", *TABLES, "state", "report.html",
+        "publish",
     ]  # fmt: skip
     for name in TABLES:
         frame = spark.read.parquet(str(out / name))

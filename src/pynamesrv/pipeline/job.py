@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -538,6 +538,16 @@ def _carry(output: _Output, start: int) -> Carry:
     )
 
 
+def _rows_written(counted: Observation, recount: Callable[[], int]) -> int:
+    """The rows a write's own metrics counted: no job of its own. A frame without a single
+    partition runs no task and reports no metric (Spark 4 fails on reading it), so its
+    files are counted instead (an empty output: a job over nothing)."""
+    try:
+        return int(counted.get["rows"])
+    except Exception:  # no metric: no task ran
+        return recount()
+
+
 def _compute_and_publish(
     spark: SparkSession,
     derived: Derived,
@@ -553,9 +563,12 @@ def _compute_and_publish(
     totals = stage(
         "running intervals",
         derived.totals,
-        lambda t: f"{t['events']:,} events from {t['instances']} instance(s)",
+        lambda t: (
+            f"{t['events']:,} events from {t['instances']} instance(s), "
+            f"{t['sessions']:,} session(s) reach the run"
+        ),
     )
-    stage("sessions", derived.sessions.count, lambda n: f"{n:,} session(s) reach the run")
+    totals.pop("sessions")  # for the progress line only: the manifest keeps its totals
 
     replaced: dict[str, set[str]] = {}  # partitioned table -> days published by this run
 
@@ -565,6 +578,8 @@ def _compute_and_publish(
         """Stage ``frame``; returns its rows (counted while it is written)."""
         target = staging.path(relative)
         schemas[relative] = frame.schema.json()
+        counted = Observation()
+        frame = frame.observe(counted, F.count(F.lit(1)).alias("rows"))
         if partitioned:
             frame.repartition("day").write.mode("overwrite").partitionBy("day").parquet(target)
             days = set(_days(fs, target))
@@ -585,9 +600,7 @@ def _compute_and_publish(
         else:
             frame.coalesce(1).write.mode("overwrite").parquet(target)
             staging.replace(relative)
-        # Counted from the written files' footers: cheap, and an Observation fails on an
-        # empty frame in Spark 4 (an assertion in toPyRow).
-        return spark.read.parquet(target).count()
+        return _rows_written(counted, lambda: spark.read.parquet(target).count())
 
     rows: dict[str, int] = {}
 
