@@ -172,6 +172,10 @@ SQL_CONF: Final = {
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "10000000",
     "spark.sql.session.timeZone": "UTC",
+    # A day is 24 hour files per instance, and as many store partitions: up to a few days'
+    # worth, the driver lists them itself rather than by a Spark job each time more than 32
+    # paths are read (longer rebuilds keep the parallel listing object stores need).
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "256",
 }
 
 
