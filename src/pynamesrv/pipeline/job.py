@@ -10,6 +10,13 @@ A run (``run_pipeline``):
 4. stages every output and publishes them together (``publish.py``).
 A run over unchanged journals changes nothing and says so.
 
+Its cost beyond the data is one planning, code generation and scheduling per query, so a run
+starts few (about 20, whatever the data): ingest parses each new hour file once, compacting
+heartbeats in the same pass, and reads its statistics back from the store; ``derive``
+materialises the frames every table shares once (``localCheckpoint``); each table and state
+table is one write whose row count comes from the write's own metrics; the report is one
+query. ``bench/pipeline.py`` counts them.
+
 Output layout under ``--out``: one directory per table (``day=YYYY-MM-DD`` partitions, except
 ``topic_distribution``), ``report.html``, ``_manifest.json`` (what was read, the parameters,
 the last published run), ``_store/`` (the parsed events) and ``_state/`` (what the next run
