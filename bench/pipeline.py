@@ -1,27 +1,32 @@
-"""Pipeline run time next to the cheapest Spark pass over the same journals, per master.
+"""Pipeline runs next to the least Spark work over the same data, per master.
 
-Generates (or reuses) a day of 1,000 brokers heartbeating every 30 s on two name servers
-with ``pynamesrv.testing``. Then, on each master (``local[2]`` and a standalone
-cluster of two 1-core workers started from the installed PySpark on 127.0.0.1), in one Spark
-session per master:
+Generates (or reuses) a day of 1,000 brokers heartbeating every 30 s on two name servers,
+and a day of 40 brokers, with ``pynamesrv.testing``. Then, on each master (``local[2]`` and
+a standalone cluster of two 1-core workers started from the installed PySpark on
+127.0.0.1), in one Spark session per master, each run next to its reference:
 
-1. full day: the reference, a bare ``spark.read.schema(JOURNAL_SCHEMA).json(files).count()``
-   over every journal file, next to a first ``run_pipeline`` over the same files (parse,
-   ingest, six tables, report, publish) into an empty output; and the parse floor, the
-   journal parsed by the store's reader into a sink that writes nothing: what ingestion
-   alone cannot go below, whatever the rest of the job costs;
-2. incremental hour: an output published for all hours but the last complete one, then the
-   hour's files appear and a second run brings it up to date; next to it, the bare count of
-   those files alone.
+1. full day (1,000 brokers, first run into an empty output) vs the **parse floor**: the
+   journal parsed by the store's reader into a sink that writes nothing, what ingestion
+   cannot go below (target 2.5x); the bare ``count()`` is printed too, as issue 16 did;
+2. incremental hour (an output published for all hours but the last complete one, then
+   that hour's files appear) vs a **minimal job over that hour**: its files read with the
+   journal schema and written as Parquet, the least any run over new data does (target 4x);
+3. a 40-broker day (almost nothing but fixed cost) vs the same minimal job over that day
+   (target 4x);
+4. ``routes-at`` for one topic at the middle of the last complete hour vs a **minimal read**
+   of the hour files it needs (the hour of T and the one before, per instance; target 2x).
 
-Prints both runs' stage timings and a table of pipeline / bare-scan ratios (target: the full
-day within 2.5x), in wall time and, on a local master, in CPU time of the Spark JVM (driver and
-executors are one process there): on a machine shared with other work the wall time varies
-2x, the CPU time much less. With ``--check`` whether every published table equals the generator's
-ground truth after the incremental run (and after the full-day run).
+For every run it counts the Spark jobs, stages and SQL queries (actions) it started, per
+stage of the run, from the driver's status store: the bench may reach into the driver
+(``sparkContext``, py4j), the job itself never does. Job counts are deterministic; times
+vary 2x on a shared machine, so on a local master it also prints the CPU time of the Spark
+JVM (driver and executors are one process there). ``BEFORE`` holds the counts of the job as
+issue 16 left it (commit 7886155), measured the same way. Where a target is missed, the
+table shows what the run spends beyond its reference and the floor under it. With
+``--check`` whether every published table equals the generator's ground truth.
 
     .venv/bin/python bench/pipeline.py [--brokers 1000 --hours 24 --instances 2]
-        [--masters local[2],standalone] [--check]
+        [--small-brokers 40] [--masters local[2],standalone] [--check]
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +47,12 @@ import orjson
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
-def ensure_journals(root: Path, args: argparse.Namespace) -> tuple[Any, float | None]:
+def ensure_journals(root: Path, args: argparse.Namespace, brokers: int) -> tuple[Any, float | None]:
     """Reuse ``root`` when it was generated with the same parameters."""
     from pynamesrv.testing import GroundTruth, generate
 
     wanted = {
-        "brokers": args.brokers,
+        "brokers": brokers,
         "instances": args.instances,
         "hours": args.hours,
         "seed": args.seed,
@@ -94,23 +99,74 @@ def check(spark: Any, out: Path, truth: Any) -> list[str]:
     return failed
 
 
+# Spark jobs / SQL queries per run of the job as issue 16 left it (commit 7886155, local[2],
+# counted like ``Counter`` does): a 40-broker day, an incremental hour, routes-at. A full
+# day of 1,000 brokers starts as many queries as the 40-broker day (the plan does not depend
+# on the data) and about as many jobs (adaptive execution may split a shuffle differently).
+BEFORE: dict[str, tuple[int, int]] = {
+    "40-broker day": (154, 40),
+    "incremental hour": (174, 42),
+    "routes-at": (6, 3),
+}
+TARGETS = {"full day": 2.5, "incremental hour": 4.0, "40-broker day": 4.0, "routes-at": 2.0}
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a piece of work started on Spark."""
+
+    jobs: int
+    stages: int
+    queries: int
+
+    def __str__(self) -> str:
+        return f"{self.jobs} jobs, {self.stages} stages, {self.queries} queries"
+
+
+class Counter:
+    """Spark jobs, their stages and SQL queries started since a ``mark``, from the driver's
+    status store (after the listener bus has delivered every event)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._context = spark.sparkContext
+        self._tracker = self._context.statusTracker()
+        self._sql = spark._jsparkSession.sharedState().statusStore()
+
+    def mark(self) -> tuple[set[int], int]:
+        self._context._jsc.sc().listenerBus().waitUntilEmpty()
+        return set(self._tracker.getJobIdsForGroup(None)), int(self._sql.executionsCount())
+
+    def since(self, mark: tuple[set[int], int]) -> Work:
+        jobs, queries = self.mark()
+        new = jobs - mark[0]
+        stages: set[int] = set()
+        for job in new:
+            info = self._tracker.getJobInfo(job)
+            if info is not None:
+                stages.update(info.stageIds)
+        return Work(len(new), len(stages), queries - mark[1])
+
+
 @dataclass(frozen=True)
 class Cost:
-    """Wall seconds, and CPU seconds of the Spark JVM (None where it cannot be read)."""
+    """Wall seconds, CPU seconds of the Spark JVM (None where it cannot be read), and the
+    Spark work started."""
 
     wall: float
     cpu: float | None
+    work: Work
 
 
 class JvmClock:
     """Wall time and the Spark JVM's CPU time (Linux ``/proc``; on a local master that JVM
     runs the executors too, on a cluster it is the driver only, so CPU is not reported)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, counter: Counter) -> None:
         pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         local = spark.sparkContext.master.startswith("local")
         self._stat = Path(f"/proc/{pid}/stat") if local else None
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.counter = counter
 
     def cpu(self) -> float | None:
         if self._stat is None or not self._stat.exists():
@@ -119,10 +175,12 @@ class JvmClock:
         return (int(fields[11]) + int(fields[12])) / self._tick  # utime + stime
 
     def measure(self, action: Any) -> tuple[Any, Cost]:
+        mark = self.counter.mark()
         cpu, start = self.cpu(), time.perf_counter()
         value = action()
         wall, after = time.perf_counter() - start, self.cpu()
-        return value, Cost(wall, None if cpu is None or after is None else after - cpu)
+        spent = None if cpu is None or after is None else after - cpu
+        return value, Cost(wall, spent, self.counter.since(mark))
 
 
 def bare_scan(clock: JvmClock, spark: Any, files: list[Path]) -> tuple[int, Cost]:
@@ -143,6 +201,34 @@ def parse_floor(clock: JvmClock, spark: Any, files: list[Path]) -> Cost:
     return clock.measure(lambda: kept.write.format("noop").mode("overwrite").save())[1]
 
 
+def minimal_job(clock: JvmClock, spark: Any, files: list[Path], target: Path) -> Cost:
+    """The least a run over new data does: its files read with the journal schema and
+    written as Parquet."""
+    from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
+
+    frame = spark.read.schema(JOURNAL_SCHEMA).json([str(f) for f in files])
+    return clock.measure(lambda: frame.write.mode("overwrite").parquet(str(target)))[1]
+
+
+def minimal_read(clock: JvmClock, spark: Any, files: list[Path]) -> Cost:
+    """The least a question about some hour files does: read them, keep nothing."""
+    from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
+
+    frame = spark.read.schema(JOURNAL_SCHEMA).json([str(f) for f in files])
+    return clock.measure(lambda: frame.write.format("noop").mode("overwrite").save())[1]
+
+
+def query_floor(spark: Any) -> float:
+    """Seconds the smallest query takes on this master (one row, written nowhere; median of
+    five): what each query of a run costs before it reads any data."""
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        spark.range(1).write.format("noop").mode("overwrite").save()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[2]
+
+
 def cpu_text(cost: Cost) -> str:
     return "" if cost.cpu is None else f", {cost.cpu:.1f} s CPU"
 
@@ -155,30 +241,67 @@ def mirror(files: list[Path], root: Path, target: Path) -> None:
         link.symlink_to(file)
 
 
+@dataclass(frozen=True)
+class Row:
+    """One run next to its reference."""
+
+    master: str
+    run: str
+    cost: Cost
+    reference: str
+    ref: Cost
+    per_query: float = 0.0
+
+    @property
+    def floor(self) -> float:
+        """The reference plus the smallest query once per query the run starts beyond the
+        reference's one: what the run cannot go below with as many queries."""
+        return self.ref.wall + max(0, self.cost.work.queries - 1) * self.per_query
+
+
 def bench_master(
-    master: str, root: Path, truth: Any, work: Path, args: argparse.Namespace
-) -> list[tuple[str, str, Cost, Cost, int]]:
+    master: str,
+    journals: list[tuple[Path, Any]],
+    work: Path,
+    args: argparse.Namespace,
+) -> list[Row]:
     from pynamesrv.pipeline.job import run_pipeline, spark_session
+    from pynamesrv.pipeline.store import hour_of_name
+    from pynamesrv.pipeline.timetravel import describe, routes_at
 
     spark = spark_session(master, app_name="pynamesrv-bench")
-    clock = JvmClock(spark)
+    counter = Counter(spark)
+    clock = JvmClock(spark, counter)
     cores = spark.sparkContext.defaultParallelism
     print(f"\n== Spark {spark.version}, master {spark.sparkContext.master} ({cores} cores)")
+    (root, truth), (small_root, _) = journals
     files = journal_files(root)
     heartbeat = truth.params["heartbeat_s"]
 
+    stage_mark = counter.mark()
+
     def progress(stage: str, seconds: float, detail: str) -> None:
-        print(f"    {stage:<22} {seconds:7.2f} s  {detail}")
+        nonlocal stage_mark
+        work = counter.since(stage_mark)
+        stage_mark = counter.mark()
+        print(f"    {stage:<22} {seconds:7.2f} s  {work!s:<38} {detail}")
 
     def run(journal: Path, out: Path) -> tuple[Any, Cost]:
+        nonlocal stage_mark
+        stage_mark = counter.mark()
         return clock.measure(
             lambda: run_pipeline(
                 spark, [str(journal)], str(out), heartbeat_interval_s=heartbeat, progress=progress
             )
         )
 
-    bare_scan(clock, spark, files)  # warm the JVM (JIT) the same way for both measurements
+    def done(name: str, cost: Cost) -> None:
+        print(f"  {name}: {cost.wall:.1f} s{cpu_text(cost)}; {cost.work}")
+
+    bare_scan(clock, spark, files)  # warm the JVM (JIT) the same way for every measurement
     rows = []
+    per_query = query_floor(spark)
+    print(f"  smallest query: {per_query * 1000:.0f} ms")
 
     # 1. full day
     count, bare = bare_scan(clock, spark, files)
@@ -191,10 +314,10 @@ def bench_master(
     full_out = work / "full"
     shutil.rmtree(full_out, ignore_errors=True)
     print("  full day:")
-    result, full = run(root, full_out)
-    print(f"  full day: {full.wall:.1f} s{cpu_text(full)}")
-    rows.append((master, "full day", full, bare, result.events))
-    rows.append((master, "parse floor", floor, bare, count))
+    _, full = run(root, full_out)
+    done("full day", full)
+    rows.append(Row(master, "full day", full, "parse floor", floor))
+    rows.append(Row(master, "(parse floor)", floor, "bare count", bare))
     if args.check:
         failed = check(spark, full_out, truth)
         print("  ground truth: " + ("all six tables equal" if not failed else f"DIFFER {failed}"))
@@ -212,15 +335,12 @@ def bench_master(
     print(f"  setup: all hours before {last_full} (not timed):")
     run(journal, inc_out)
     mirror(added, root, journal)
-    count, bare_hour = bare_scan(clock, spark, added)
-    print(
-        f"  bare scan of {last_full}: {count:,} lines in {bare_hour.wall:.2f} s"
-        + cpu_text(bare_hour)
-    )
+    hour_ref = minimal_job(clock, spark, added, work / "minimal-hour")
+    print(f"  minimal job over {last_full} (read, write Parquet): {hour_ref.wall:.2f} s")
     print(f"  incremental hour ({last_full}):")
-    result, hour = run(journal, inc_out)
-    print(f"  incremental hour: {hour.wall:.1f} s{cpu_text(hour)}")
-    rows.append((master, "incremental hour", hour, bare_hour, count))
+    _, hour = run(journal, inc_out)
+    done("incremental hour", hour)
+    rows.append(Row(master, "incremental hour", hour, "minimal job", hour_ref))
     if args.check:
         mirror([f for f in files if f.name > last_full], root, journal)
         run(journal, inc_out)
@@ -229,13 +349,40 @@ def bench_master(
             "  ground truth after the last hour too: "
             + ("all six tables equal" if not failed else f"DIFFER {failed}")
         )
+
+    # 3. a small day: nothing but fixed cost
+    small_files = journal_files(small_root)
+    small_ref = minimal_job(clock, spark, small_files, work / "minimal-small")
+    print(f"  minimal job over the {args.small_brokers}-broker day: {small_ref.wall:.2f} s")
+    small_out = work / "small"
+    shutil.rmtree(small_out, ignore_errors=True)
+    print(f"  {args.small_brokers}-broker day:")
+    _, small = run(small_root, small_out)
+    done(f"{args.small_brokers}-broker day", small)
+    rows.append(Row(master, f"{args.small_brokers}-broker day", small, "minimal job", small_ref))
+
+    # 4. routes-at for one topic, in the middle of the last complete hour
+    at = hour_of_name(last_full) + 1_800_000  # type: ignore[operator]
+    topic = truth.table("topic_distribution")[0]["topic"]
+    needed = [f for f in files if f.name in hours[-3:-1]]  # the hour of T and the one before
+    read_ref = minimal_read(clock, spark, needed)
+    print(f"  minimal read of the {len(needed)} hour files routes-at needs: {read_ref.wall:.2f} s")
+    answer, lookup = clock.measure(lambda: describe(routes_at(spark, [str(root)], at), at, topic))
+    found = sum(len(entry["topics"]) for entry in answer.values())
+    done(f"routes-at {topic} ({found} route(s))", lookup)
+    rows.append(Row(master, "routes-at", lookup, "minimal read", read_ref))
     spark.stop()
-    return rows
+    return [replace(r, per_query=per_query) for r in rows]
+
+
+def journal_root(args: argparse.Namespace, brokers: int) -> Path:
+    return args.dir / f"b{brokers}-i{args.instances}-h{args.hours:g}-s{args.seed}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", type=int, default=1000)
+    parser.add_argument("--small-brokers", type=int, default=40)
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=1)
@@ -245,15 +392,18 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="compare tables to ground truth")
     args = parser.parse_args()
 
-    root = args.dir / f"b{args.brokers}-i{args.instances}-h{args.hours:g}-s{args.seed}"
-    truth, generated_s = ensure_journals(root, args)
-    size, lines = warm_page_cache(journal_files(root))
-    note = f"generated in {generated_s:.1f} s" if generated_s is not None else "reused"
-    print(
-        f"journals: {lines:,} lines, {size / 1e6:,.0f} MB, {args.instances} instance(s), "
-        f"{args.brokers} brokers, {args.hours:g} h ({note}) in {root}"
-    )
-    rows = []
+    journals = []
+    for brokers in (args.brokers, args.small_brokers):
+        root = journal_root(args, brokers)
+        truth, generated_s = ensure_journals(root, args, brokers)
+        size, lines = warm_page_cache(journal_files(root))
+        note = f"generated in {generated_s:.1f} s" if generated_s is not None else "reused"
+        print(
+            f"journals: {lines:,} lines, {size / 1e6:,.0f} MB, {args.instances} instance(s), "
+            f"{brokers} brokers, {args.hours:g} h ({note}) in {root}"
+        )
+        journals.append((root, truth))
+    rows: list[Row] = []
     for master in args.masters.split(","):
         with ExitStack() as stack:
             if master == "standalone":
@@ -264,30 +414,50 @@ def main() -> None:
                     StandaloneCluster(args.dir / "cluster", workers=args.workers)
                 )
                 master = cluster.url
-            rows += bench_master(master, root, truth, args.dir / "out", args)
+            rows += bench_master(master, journals, args.dir / "out", args)
+    report(rows)
 
+
+def report(rows: list[Row]) -> None:
     print(
-        f"\n{'master':<26} {'run':<17} {'pipeline':>9} {'bare scan':>10} {'ratio':>7}"
-        f" {'CPU ratio':>10}"
+        f"\n{'master':<26} {'run':<17} {'pipeline':>9} {'reference':>22} {'ratio':>7}"
+        f" {'CPU ratio':>10} {'target':>7}  {'jobs':>5} {'queries':>7}"
     )
-    for master, run, pipeline, bare, events in rows:
-        cpu_ratio = (
-            f"{pipeline.cpu / bare.cpu:9.2f}x" if pipeline.cpu and bare.cpu else f"{'n/a':>10}"
-        )
+    for row in rows:
+        cost, ref = row.cost, row.ref
+        cpu_ratio = f"{cost.cpu / ref.cpu:9.2f}x" if cost.cpu and ref.cpu else f"{'n/a':>10}"
+        target = _target(row)
+        verdict = "" if target is None else ("ok" if cost.wall / ref.wall <= target else "MISSED")
+        target_text = f"{target:g}x" if target else ""
         print(
-            f"{master:<26} {run:<17} {pipeline.wall:8.1f}s {bare.wall:9.2f}s"
-            f" {pipeline.wall / bare.wall:6.2f}x {cpu_ratio}   ({events:,} lines)"
+            f"{row.master:<26} {row.run:<17} {cost.wall:8.1f}s {row.reference:>12}"
+            f" {ref.wall:8.2f}s {cost.wall / ref.wall:6.2f}x {cpu_ratio} {target_text:>7}"
+            f"  {cost.work.jobs:>5} {cost.work.queries:>7}  {verdict}"
         )
-    full = [r for r in rows if r[1] == "full day"]
-    worst = max(r[2].wall / r[3].wall for r in full)
-    verdict = "yes" if worst <= 2.5 else "NO"
-    print(f"full day within 2.5x of the bare scan on every master: {verdict}")
-    floors = [r for r in rows if r[1] == "parse floor"]
+    print("\nSpark jobs / SQL queries per run, before (commit 7886155) and now:")
+    for run, (jobs, queries) in BEFORE.items():
+        now = [r for r in rows if r.run == run]
+        after = ", ".join(f"{r.cost.work.jobs} / {r.cost.work.queries}" for r in now) or "-"
+        print(f"  {run:<17} before {jobs} / {queries}, now {after}")
     print(
-        "parsing alone, before any grouping or write, is "
-        + ", ".join(f"{r[2].wall / r[3].wall:.2f}x" for r in floors)
-        + " the bare scan (the count reads every token of a line but converts no value)"
+        "\nWhere a run's queries alone put its target out of reach: the reference plus one "
+        "smallest query (measured per master) for each further query the run starts."
     )
+    for row in rows:
+        target = _target(row)
+        if target is None:
+            continue
+        print(
+            f"  {row.master:<26} {row.run:<17} {row.cost.work.queries:>3} queries x "
+            f"{row.per_query * 1000:.0f} ms + {row.ref.wall:.2f} s = floor {row.floor:.2f} s "
+            f"= {row.floor / row.ref.wall:.2f}x its reference (target {target:g}x)"
+        )
+
+
+def _target(row: Row) -> float | None:
+    if row.run.endswith("-broker day"):
+        return TARGETS["40-broker day"]
+    return TARGETS.get(row.run)
 
 
 if __name__ == "__main__":

@@ -333,35 +333,34 @@ class Derived:
         )
 
     def totals(self) -> dict[str, int | None]:
-        """events, instances, first_ts, last_ts of all history (from the run hours)."""
-        row = self.hours.agg(
-            F.sum("lines").alias("events"),
-            F.countDistinct("ns").alias("instances"),
-            F.min("first_ts").alias("first_ts"),
-            F.max("last_ts").alias("last_ts"),
-        ).first()
+        """events, instances, first_ts, last_ts of all history (from the run hours), and the
+        sessions that reach the computation; one query."""
+        row = (
+            self.hours.agg(
+                F.sum("lines").alias("events"),
+                F.countDistinct("ns").alias("instances"),
+                F.min("first_ts").alias("first_ts"),
+                F.max("last_ts").alias("last_ts"),
+            )
+            .crossJoin(self.sessions.agg(F.count(F.lit(1)).alias("sessions")))
+            .first()
+        )
         assert row is not None
         return {
             "events": int(row["events"] or 0),
             "instances": int(row["instances"] or 0),
             "first_ts": row["first_ts"],
             "last_ts": row["last_ts"],
+            "sessions": int(row["sessions"] or 0),
         }
 
     def release(self) -> None:
-        """Free the materialized frames (the session may run other jobs afterwards)."""
-        for frame in self._cached:
-            _free(frame)
+        """Let go of the materialised frames. Their blocks are freed once nothing refers to
+        them: on Spark Connect when the client drops the frame, on a classic session at the
+        JVM's next garbage collection (its context cleaner); either way without reaching
+        into the JVM, which Connect has no way to."""
         self._cached.clear()
         self._spans = None
-
-
-def _free(frame: DataFrame) -> None:
-    """Drop the blocks of a ``localCheckpoint`` frame now rather than at the JVM's next GC."""
-    try:
-        frame._jdf.queryExecution().logical().rdd().unpersist(False)
-    except Exception:  # not a checkpointed frame (or the session is gone): nothing to free
-        frame.unpersist()
 
 
 def split_at_lifecycle(events: DataFrame, lifecycle: DataFrame) -> DataFrame:
@@ -427,7 +426,9 @@ def derive(
 
     def keep(frame: DataFrame) -> DataFrame:
         # Materialized with its lineage cut: every table builds on these frames, and Spark
-        # analyses a frame's whole plan again at each step of building another on it.
+        # analyses and optimises a frame's whole plan again for each job that reads it
+        # (a cached frame keeps its lineage: measured, the exposure table then spends
+        # seconds in planning alone).
         frame = frame.localCheckpoint(eager=True)
         cached.append(frame)
         return frame

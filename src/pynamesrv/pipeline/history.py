@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.namesrv import recovery
@@ -128,42 +128,35 @@ def rows_since_base(
         chosen = [f for d, n in taken.items() for f in before[d][-n:]]
         if not chosen:
             return {}, 0
-        events = _read(spark, chosen, instance).where(F.col("ts") <= F.lit(at_ms))
-        bases = {
-            r["ns"]: r["base"]
-            for r in events.where(F.col("type").isin(STARTED, SNAPSHOT))
-            .groupBy("ns")
-            .agg(F.max(key()).alias("base"))
-            .collect()
-        }
-        homes = events.select("ns", "dir").distinct().collect()
-        short = {r["dir"] for r in homes if r["ns"] not in bases}
+        rows = [_as_dict(r) for r in _since_base(_read(spark, chosen, instance), at_ms).collect()]
+        based = {r["ns"] for r in rows if r["base"]}
+        short = {r["dir"] for r in rows if r["ns"] not in based}
         grow = [d for d, n in taken.items() if d in short and n < len(before[d])]
         if not grow:
             break
         for d in grow:
             taken[d] = min(2 * taken[d], len(before[d]))
-    wanted = events
-    if bases:
-        limits = spark.createDataFrame(
-            [(ns, b["ts"], b["seq"]) for ns, b in bases.items()], "ns string, b_ts long, b_seq long"
-        )
-        wanted = (
-            events.join(F.broadcast(limits), "ns", "left")
-            .where(
-                F.col("b_ts").isNull()
-                | (F.col("ts") > F.col("b_ts"))
-                | ((F.col("ts") == F.col("b_ts")) & (F.col("seq") >= F.col("b_seq")))
-            )
-            .drop("b_ts", "b_seq")
-        )
     by_ns: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(
-        (_as_dict(r) for r in wanted.drop("dir").collect()),
-        key=lambda r: (r["ns"], r["ts"], r["seq"]),
-    ):
+    for row in sorted(rows, key=lambda r: (r["ns"], r["ts"], r["seq"])):
+        del row["dir"], row["base"]
         by_ns.setdefault(row["ns"], []).append(row)
     return by_ns, len(chosen)
+
+
+def _since_base(events: DataFrame, at_ms: int) -> DataFrame:
+    """Each instance's events up to ``at_ms`` from its last base (``snapshot`` or
+    ``server_started``) on, all of them when it has none; ``base`` tells which. One query:
+    the files are read once, and only these rows reach the driver."""
+    upto = events.where(F.col("ts") <= F.lit(at_ms))
+    last = F.max(F.when(F.col("type").isin(STARTED, SNAPSHOT), key())).over(
+        Window.partitionBy("ns")
+    )
+    return (
+        upto.withColumn("last_base", last)
+        .where(F.col("last_base").isNull() | (key() >= F.col("last_base")))
+        .withColumn("base", F.col("last_base").isNotNull())
+        .drop("last_base")
+    )
 
 
 def next_snapshot(

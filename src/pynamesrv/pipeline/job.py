@@ -11,6 +11,13 @@ A run (``run_pipeline``):
    point), then removes what retention lets go (``publish.py``).
 A run over unchanged journals changes nothing and says so.
 
+Its cost beyond the data is one planning, code generation and scheduling per query, so a run
+starts few (about 20, whatever the data): ingest parses each new hour file once, compacting
+heartbeats in the same pass, and reads its statistics back from the store; ``derive``
+materialises the frames every table shares once (``localCheckpoint``); each table and state
+table is one write whose row count comes from the write's own metrics; the report is one
+query. ``bench/pipeline.py`` counts them.
+
 Output layout under ``--out`` (docs/pipeline-semantics.md, "Output layout"): per table
 ``<table>/day=YYYY-MM-DD/version=<run>/`` (``topic_distribution``: ``<table>/version=<run>/``), the
 report ``report-<run>.html`` (and ``report.html``, a small page pointing at the newest),
@@ -41,7 +48,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline import TABLES
@@ -215,6 +222,10 @@ SQL_CONF: Final = {
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "10000000",
     "spark.sql.session.timeZone": "UTC",
+    # A day is 24 hour files per instance, and as many store partitions: up to a few days'
+    # worth, the driver lists them itself rather than by a Spark job each time more than 32
+    # paths are read (longer rebuilds keep the parallel listing object stores need).
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "256",
 }
 
 
@@ -565,6 +576,16 @@ def _carry(output: _Output, start: int) -> Carry:
     )
 
 
+def _rows_written(counted: Observation, recount: Callable[[], int]) -> int:
+    """The rows a write's own metrics counted: no job of its own. A frame without a single
+    partition runs no task and reports no metric (Spark 4 fails on reading it), so its
+    files are counted instead (an empty output: a job over nothing)."""
+    try:
+        return int(counted.get["rows"])
+    except Exception:  # no metric: no task ran
+        return recount()
+
+
 def _compute_and_publish(
     spark: SparkSession,
     derived: Derived,
@@ -580,9 +601,12 @@ def _compute_and_publish(
     totals = stage(
         "running intervals",
         derived.totals,
-        lambda t: f"{t['events']:,} events from {t['instances']} instance(s)",
+        lambda t: (
+            f"{t['events']:,} events from {t['instances']} instance(s), "
+            f"{t['sessions']:,} session(s) reach the run"
+        ),
     )
-    stage("sessions", derived.sessions.count, lambda n: f"{n:,} session(s) reach the run")
+    totals.pop("sessions")  # for the progress line only: the manifest keeps its totals
 
     tables: dict[str, dict[str, Any]] = {}  # what the manifest will name
 
@@ -590,6 +614,8 @@ def _compute_and_publish(
         """Write ``frame`` as this run's version of ``relative``; returns its rows."""
         base = output.live(relative)
         schema = frame.schema.json()
+        counted = Observation()
+        frame = frame.observe(counted, F.count(F.lit(1)).alias("rows"))
         if partitioned:
             # Appended under day=/version=<this run>/: nothing a reader follows is touched.
             (
@@ -617,9 +643,7 @@ def _compute_and_publish(
             frame.coalesce(1).write.parquet(path)
             tables[relative] = {"schema": schema, "partitioned": False, "version": run_id}
             paths = [path]
-        # Counted from the written files' footers: cheap, and an Observation fails on an
-        # empty frame in Spark 4 (an assertion in toPyRow).
-        return spark.read.parquet(*paths).count() if paths else 0
+        return _rows_written(counted, lambda: spark.read.parquet(*paths).count() if paths else 0)
 
     rows: dict[str, int] = {}
 

@@ -4,8 +4,8 @@ Self-contained because it is read where the job ran, often without network: no s
 CDN, no fonts; every chart is inline SVG (``charts.py``) drawn from small aggregates, with a
 line under it that says what good and bad look like, so the page reads without this code.
 The aggregation (top-N, histograms, percentiles) happens in Spark over the written Parquet
-tables; only those small results are collected, so the report costs the same for a day of
-10 brokers or of 10,000.
+tables, in one query; only those small results are collected, so the report costs the same
+for a day of 10 brokers or of 10,000.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.charts import (
@@ -58,10 +58,6 @@ def _bin_index(column: str, edges: Sequence[float]) -> Any:
     return expr
 
 
-def _rows(frame: DataFrame) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in frame.collect()]
-
-
 def collect_report_data(
     table: Callable[[str], DataFrame],
     events: int,
@@ -80,48 +76,96 @@ def collect_report_data(
     divergence = table("namesrv_divergence")
     distribution = table("topic_distribution")
 
-    # Every headline figure in one job: six one-row aggregates side by side.
-    one_row = (
+    # Every figure in one query: the headline's one-row aggregates and each chart's rows
+    # (collected as one array each) side by side, planned and run together.
+    broker_key = ["ns", "cluster", "broker_name", "broker_addr"]
+    worst = (
+        availability.groupBy(*broker_key)
+        .agg(F.sum("outages").alias("outages"), F.sum("routed_s").alias("routed_s"))
+        .orderBy(F.col("outages").desc(), F.col("routed_s").asc(), *broker_key)
+        .limit(TIMELINE_BROKERS)
+    )
+    removals = latency.where(F.col("latency_s").isNotNull())
+    ranked = Window.partitionBy("cluster", "ns_a", "ns_b").orderBy(F.col("duration_s").desc())
+    parts = [
         sessions.agg(
             F.min("start_ts").alias("lo"),
             F.max(F.greatest("start_ts", F.coalesce("end_ts", "start_ts"))).alias("hi"),
             F.count(F.lit(1)).alias("sessions"),
             F.countDistinct("cluster", "broker_addr").alias("brokers"),
-        )
-        .crossJoin(
-            availability.agg(
-                F.sum("outages").alias("outages"),
-                F.avg("routed_fraction").alias("mean_fraction"),
-                F.avg("mttr_s").alias("mttr_s"),
-            )
-        )
-        .crossJoin(
-            exposure.agg(
-                F.count(F.lit(1)).alias("minutes"),
-                F.sum("stale_seconds").alias("stale_s"),
+        ),
+        availability.agg(
+            F.sum("outages").alias("outages"),
+            F.avg("routed_fraction").alias("mean_fraction"),
+            F.avg("mttr_s").alias("mttr_s"),
+        ),
+        exposure.agg(
+            F.count(F.lit(1)).alias("minutes"),
+            F.sum("stale_seconds").alias("stale_s"),
+            F.sum("exposed_queries").alias("exposed"),
+        ),
+        divergence.agg(F.count(F.lit(1)).alias("intervals"), F.sum("duration_s").alias("seconds")),
+        distribution.agg(
+            F.count(F.lit(1)).alias("topics"),
+            F.sum(F.col("single_broker").cast("int")).alias("single"),
+            F.max("skew").alias("max_skew"),
+        ),
+        latency.agg(
+            F.count(F.lit(1)).alias("removals"),
+            F.percentile_approx("latency_s", 0.5).alias("p50"),
+        ),
+        _listed(
+            "timeline_sessions",
+            sessions.join(F.broadcast(worst.select(*broker_key)), broker_key).select(
+                *broker_key, "start_ts", "end_ts", "end_reason"
+            ),
+        ),
+        _listed(
+            "latency_stats",
+            removals.groupBy("reason").agg(
+                F.count(F.lit(1)).alias("n"),
+                F.percentile_approx("latency_s", [0.5, 0.9, 0.99]).alias("p"),
+                F.max("latency_s").alias("max"),
+            ),
+            order=[F.col("reason")],
+        ),
+        _listed(
+            "latency_hist",
+            removals.groupBy("reason", _bin_index("latency_s", LATENCY_BINS).alias("bin")).count(),
+        ),
+        _listed(
+            "top_exposure",
+            exposure.groupBy("ns", "topic").agg(
                 F.sum("exposed_queries").alias("exposed"),
-            )
-        )
-        .crossJoin(
-            divergence.agg(
-                F.count(F.lit(1)).alias("intervals"), F.sum("duration_s").alias("seconds")
-            )
-        )
-        .crossJoin(
-            distribution.agg(
-                F.count(F.lit(1)).alias("topics"),
-                F.sum(F.col("single_broker").cast("int")).alias("single"),
-                F.max("skew").alias("max_skew"),
-            )
-        )
-        .crossJoin(
-            latency.agg(
-                F.count(F.lit(1)).alias("removals"),
-                F.percentile_approx("latency_s", 0.5).alias("p50"),
-            )
-        )
-        .first()
-    )
+                F.sum("stale_seconds").alias("stale_s"),
+                F.sum("queries").alias("queries"),
+            ),
+            order=[F.col("exposed").desc(), F.col("stale_s").desc(), F.col("ns"), F.col("topic")],
+            limit=TOP_TOPICS,
+        ),
+        _listed(
+            "divergence",
+            divergence.withColumn("rank", F.row_number().over(ranked))
+            .where(F.col("rank") <= MAX_DIVERGENCE_INTERVALS)
+            .select("cluster", "ns_a", "ns_b", "start_ts", "end_ts", "only_in_a", "only_in_b"),
+        ),
+        _listed(
+            "skew_hist",
+            distribution.groupBy("ns", _bin_index("skew", SKEW_BINS).alias("bin")).count(),
+        ),
+        _listed(
+            "top_skew",
+            distribution.select(
+                "ns", "topic", "skew", "brokers", "write_queues", "max_queues_per_broker"
+            ),
+            order=[F.col("skew").desc(), F.col("ns"), F.col("topic")],
+            limit=TOP_TOPICS,
+        ),
+    ]
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.crossJoin(part)
+    one_row = combined.first()
     assert one_row is not None
     first_ts, last_ts = data_range
     lo = first_ts if first_ts is not None else one_row["lo"]
@@ -150,68 +194,42 @@ def collect_report_data(
         "single_broker_topics": one_row["single"] or 0,
         "max_skew": one_row["max_skew"],
     }
+    return {"headline": headline, **{name: _unlisted(one_row[name]) for name in LISTS}}
 
-    broker_key = ["ns", "cluster", "broker_name", "broker_addr"]
-    worst = (
-        availability.groupBy(*broker_key)
-        .agg(F.sum("outages").alias("outages"), F.sum("routed_s").alias("routed_s"))
-        .orderBy(F.col("outages").desc(), F.col("routed_s").asc(), *broker_key)
-        .limit(TIMELINE_BROKERS)
-    )
-    timeline_sessions = _rows(
-        sessions.join(F.broadcast(worst.select(*broker_key)), broker_key).select(
-            *broker_key, "start_ts", "end_ts", "end_reason"
-        )
-    )
-    latency_stats = _rows(
-        latency.where(F.col("latency_s").isNotNull())
-        .groupBy("reason")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.percentile_approx("latency_s", [0.5, 0.9, 0.99]).alias("p"),
-            F.max("latency_s").alias("max"),
-        )
-        .orderBy("reason")
-    )
-    latency_hist = _rows(
-        latency.where(F.col("latency_s").isNotNull())
-        .groupBy("reason", _bin_index("latency_s", LATENCY_BINS).alias("bin"))
-        .count()
-    )
-    top_exposure = _rows(
-        exposure.groupBy("ns", "topic")
-        .agg(
-            F.sum("exposed_queries").alias("exposed"),
-            F.sum("stale_seconds").alias("stale_s"),
-            F.sum("queries").alias("queries"),
-        )
-        .orderBy(F.col("exposed").desc(), F.col("stale_s").desc(), "ns", "topic")
-        .limit(TOP_TOPICS)
-    )
-    ranked = Window.partitionBy("cluster", "ns_a", "ns_b").orderBy(F.col("duration_s").desc())
-    divergence_rows = _rows(
-        divergence.withColumn("rank", F.row_number().over(ranked))
-        .where(F.col("rank") <= MAX_DIVERGENCE_INTERVALS)
-        .select("cluster", "ns_a", "ns_b", "start_ts", "end_ts", "only_in_a", "only_in_b")
-    )
-    skew_hist = _rows(
-        distribution.groupBy("ns", _bin_index("skew", SKEW_BINS).alias("bin")).count()
-    )
-    top_skew = _rows(
-        distribution.orderBy(F.col("skew").desc(), "ns", "topic")
-        .select("ns", "topic", "skew", "brokers", "write_queues", "max_queues_per_broker")
-        .limit(TOP_TOPICS)
-    )
-    return {
-        "headline": headline,
-        "timeline_sessions": timeline_sessions,
-        "latency_stats": latency_stats,
-        "latency_hist": latency_hist,
-        "top_exposure": top_exposure,
-        "divergence": divergence_rows,
-        "skew_hist": skew_hist,
-        "top_skew": top_skew,
-    }
+
+# The charts' rows, each collected as one array column of the report's query.
+LISTS: Final = (
+    "timeline_sessions",
+    "latency_stats",
+    "latency_hist",
+    "top_exposure",
+    "divergence",
+    "skew_hist",
+    "top_skew",
+)
+_ORDER: Final = "_order"
+
+
+def _listed(
+    name: str, frame: DataFrame, order: Sequence[Column] = (), limit: int | None = None
+) -> DataFrame:
+    """``frame``'s rows as the one array column ``name`` of a one-row frame; in ``order``
+    (numbered first, so the array sorts by it) and only the first ``limit`` when given."""
+    columns = [F.col(c) for c in frame.columns]
+    if not order:
+        return frame.agg(F.collect_list(F.struct(*columns)).alias(name))
+    numbered = frame.withColumn(_ORDER, F.row_number().over(Window.orderBy(*order)))
+    if limit is not None:
+        numbered = numbered.where(F.col(_ORDER) <= limit)
+    return numbered.agg(F.sort_array(F.collect_list(F.struct(_ORDER, *columns))).alias(name))
+
+
+def _unlisted(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """A ``_listed`` column back as plain rows, in order."""
+    found = [r.asDict(recursive=True) for r in rows]
+    for row in found:
+        row.pop(_ORDER, None)
+    return found
 
 
 # ---------------------------------------------------------------------------- page
