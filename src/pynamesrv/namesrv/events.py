@@ -80,6 +80,10 @@ class Event:
     def check(self) -> None:
         """What ``from_record`` checks beyond each field's type (RecordError)."""
 
+    def mark_applied(self, ts_ms: int) -> None:
+        """Called by ``RouteChanges.apply`` once the tables hold the event as of ``ts_ms``."""
+        object.__setattr__(self, "applied_ms", ts_ms)
+
     def ts_or(self, now_ms: int) -> int:
         """The journal line's ``ts``: when the tables applied the event, else ``now_ms``."""
         return getattr(self, "applied_ms", now_ms)

@@ -78,7 +78,7 @@ class RouteChanges(RouteTables):
         if apply is not None:
             apply(self, event, ts_ms, link)
             if ts_ms != NO_TIME:
-                event.applied_ms = ts_ms  # the journal line's ts
+                event.mark_applied(ts_ms)  # the journal line's ts
 
     def apply_all(self, events: Iterable[Event], ts_ms: int) -> None:
         for event in events:
