@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from types import TracebackType
 
 from waiting import wait_until
 
-from .standalone import free_port, signal_group, spark_home
+from .standalone import free_port, spark_home, stop_groups
 
 
 def listening(port: int) -> bool:
@@ -94,13 +93,7 @@ class ConnectServer:
         """SIGTERM the server's process group; SIGKILL what is left."""
         process, self._process = self._process, None
         if process is not None:
-            signal_group(process, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                signal_group(process, signal.SIGKILL)
-                process.wait()
-            signal_group(process, signal.SIGKILL)  # a JVM its shell left behind
+            stop_groups([process], 30)
         atexit.unregister(self.stop)
 
     def __enter__(self) -> ConnectServer:

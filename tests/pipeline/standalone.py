@@ -38,6 +38,21 @@ def signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(process.pid, sig)
 
 
+def stop_groups(processes: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """SIGTERM each process group, wait up to ``timeout_s`` in all, SIGKILL what is left
+    (a JVM the launching shell or a worker left behind)."""
+    for process in processes:
+        signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        try:
+            process.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            signal_group(process, signal.SIGKILL)
+            process.wait()
+        signal_group(process, signal.SIGKILL)
+
+
 def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
@@ -128,16 +143,7 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         """SIGTERM every daemon's process group, workers first; SIGKILL what is left."""
-        for process in reversed(self._processes):
-            signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for process in reversed(self._processes):
-            try:
-                process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                signal_group(process, signal.SIGKILL)
-                process.wait()
-            signal_group(process, signal.SIGKILL)  # executors a worker left behind
+        stop_groups(list(reversed(self._processes)), 20)
         self._processes.clear()
         atexit.unregister(self.stop)
 
