@@ -87,10 +87,12 @@ def check(spark: Any, out: Path, truth: Any) -> list[str]:
     sys.path.insert(0, str(TESTS))
     from pipeline.journals import assert_same_rows  # type: ignore[import-not-found]
     from pynamesrv.pipeline.job import COLUMNS, TABLES
+    from pynamesrv.pipeline.tables import current_tables
 
     failed = []
+    tables = current_tables(spark, str(out))
     for name in TABLES:
-        frame = spark.read.parquet(str(out / name))
+        frame = tables[name]
         try:
             assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
         except AssertionError as exc:
