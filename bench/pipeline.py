@@ -269,7 +269,7 @@ def bench_master(
 ) -> list[Row]:
     from pynamesrv.pipeline.job import run_pipeline, spark_session
     from pynamesrv.pipeline.store import hour_of_name
-    from pynamesrv.pipeline.timetravel import describe, routes_at
+    from pynamesrv.pipeline.timetravel import describe, registries_at, route_bodies
 
     spark = spark_session(master, app_name="pynamesrv-bench")
     counter = Counter(spark)
@@ -369,7 +369,13 @@ def bench_master(
     needed = [f for f in files if f.name in hours[-3:-1]]  # the hour of T and the one before
     read_ref = minimal_read(clock, spark, needed)
     print(f"  minimal read of the {len(needed)} hour files routes-at needs: {read_ref.wall:.2f} s")
-    answer, lookup = clock.measure(lambda: describe(routes_at(spark, [str(root)], at), at, topic))
+    answer, lookup = clock.measure(
+        lambda: describe(
+            {ns: route_bodies(r) for ns, r in registries_at(spark, [str(root)], at).items()},
+            at,
+            topic,
+        )
+    )
     found = sum(len(entry["topics"]) for entry in answer.values())
     done(f"routes-at {topic} ({found} route(s))", lookup)
     rows.append(Row(master, "routes-at", lookup, "minimal read", read_ref))

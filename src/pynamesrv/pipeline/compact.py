@@ -20,7 +20,10 @@ file (heartbeats and its boundary events) and passes every other line through as
 its own; the partial aggregation runs next to the parse, so only ~1,000 groups per instance and
 hour cross the shuffle. Arrays are then cut with higher-order functions, in one pass that
 also emits the other lines and a per-file count of lines that were not events (malformed,
-torn, or without ``ts``/``ns``/``type``).
+torn, or without ``ts``/``ns``/``type``). Lambdas run interpreted, per element: each reads
+only arrays computed once per group (the full beats come from the aggregation itself), so a
+group costs linear in its beats, not quadratic (a group with a registration in the hour
+used to cost more than parsing it).
 """
 
 from __future__ import annotations
@@ -79,21 +82,32 @@ _IDENTITY: Final = StructType(
 )
 
 
-def fill_identity(beats: Column) -> Column:
+# A heartbeat as the arrays hold it, ordered by (ts, seq) first.
+_BEAT: Final = StructType(
+    [
+        StructField("ts", LongType()),
+        StructField("seq", LongType()),
+        *_IDENTITY.fields,
+    ]
+)
+
+
+def fill_identity(beats: Column, fulls: Column) -> Column:
     """``beats`` (sorted structs of ts, seq, broker_name, broker_id; a column) with each
     compact beat (null ``broker_name``) named as the last full beat before it; a compact
-    beat with no full one before it stays unnamed."""
-    fulls = F.filter(beats, lambda b: b["broker_name"].isNotNull())
+    beat with no full one before it stays unnamed.
+
+    ``fulls`` holds the full beats among ``beats`` in any order, as a column of its own (an
+    aggregate's result): an expression derived from ``beats`` would be inlined into the
+    lambda and computed again for every beat. "The last before" is the greatest beat (in
+    ``beats``' order) whose (ts, seq) is below the compact one's."""
 
     def named(beat: Column) -> Column:
         last = F.aggregate(
             fulls,
-            F.lit(None).cast(_IDENTITY),
+            F.lit(None).cast(_BEAT),
             lambda found, full: F.when(
-                _key(full) < _key(beat),
-                F.struct(
-                    full["broker_name"].alias("broker_name"), full["broker_id"].alias("broker_id")
-                ),
+                (_key(full) < _key(beat)) & (found.isNull() | (full > found)), full
             ).otherwise(found),
         )
         return F.when(
@@ -180,6 +194,7 @@ def compact(parsed: DataFrame) -> DataFrame:
         F.collect_list(F.when(F.col("is_beat"), beat)).alias("beats"),
         F.min(F.when(full_beat, F.struct("broker_name", "broker_id"))).alias("name_lo"),
         F.max(F.when(full_beat, F.struct("broker_name", "broker_id"))).alias("name_hi"),
+        F.collect_list(F.when(full_beat, beat)).alias("fulls"),
         F.collect_list(F.when(F.col("valid") & ~F.col("is_beat"), F.struct(*EVENT_FIELDS))).alias(
             "rows"
         ),
@@ -196,14 +211,23 @@ def compact(parsed: DataFrame) -> DataFrame:
         F.sort_array(F.transform(F.col("rows"), _key)).alias("bounds"),
         ((F.size("rows") == 0) & F.col("name_lo").eqNullSafe(F.col("name_hi"))).alias("whole"),
     )
+    # Each step is a column of its own, read by the next: an array a lambda reads per element
+    # must be computed once per group, not once per element. ``starts`` stays a column because
+    # ``segments`` reads it twice (the optimizer inlines a column read once).
     grouped = grouped.withColumn(
-        "named", F.when(F.col("whole"), F.col("sorted")).otherwise(fill_identity(F.col("sorted")))
+        "named",
+        F.when(F.col("whole"), F.col("sorted")).otherwise(
+            fill_identity(F.col("sorted"), F.col("fulls"))
+        ),
     )
     grouped = grouped.withColumn(
+        "starts",
+        F.when(~F.col("whole"), segment_starts(F.col("named"), F.col("bounds"))),
+    ).withColumn(
         "segments",
         F.when(F.size("named") == 0, F.array())
         .when(F.col("whole"), F.array(F.col("named")))
-        .otherwise(segments(F.col("named"), segment_starts(F.col("named"), F.col("bounds")))),
+        .otherwise(segments(F.col("named"), F.col("starts"))),
     )
     rows = F.transform(
         F.col("rows"),
