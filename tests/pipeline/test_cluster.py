@@ -60,8 +60,9 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def assert_published_truth(spark: SparkSession, out: Path, truth: GroundTruth) -> None:
+    tables = current_tables(spark, str(out))
     for name in TABLES:
-        rows = current_tables(spark, str(out))[name].collect()
+        rows = tables[name].collect()
         assert_same_rows(rows, truth.table(name), COLUMNS[name])
     (report,) = out.glob("report-*.html")  # one run: one report
     assert report.stat().st_size > 1000

@@ -72,8 +72,9 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
         "journal files", "ingest", "derive", "running intervals", *TABLES, "state", "report.html",
         "publish", "retention",
     ]  # fmt: skip
+    tables = current_tables(spark, str(out))
     for name in TABLES:
-        frame = current_tables(spark, str(out))[name]
+        frame = tables[name]
         assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
         assert result.rows[name] == len(truth.table(name))
     assert all(truth.table(name) for name in TABLES)  # the scenario exercises every table
