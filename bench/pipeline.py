@@ -151,24 +151,38 @@ class Counter:
 
 @dataclass(frozen=True)
 class Cost:
-    """Wall seconds, CPU seconds of the Spark JVM (None where it cannot be read), and the
-    Spark work started."""
+    """Wall seconds, CPU seconds of the Spark JVM and the part of them its JIT compilers spent
+    (None where they cannot be read), and the Spark work started."""
 
     wall: float
     cpu: float | None
     work: Work
+    jit: float | None = None
 
 
 class JvmClock:
-    """Wall time and the Spark JVM's CPU time (Linux ``/proc``; on a local master that JVM
-    runs the executors too, on a cluster it is the driver only, so CPU is not reported)."""
+    """Wall time, the Spark JVM's CPU time (Linux ``/proc``) and its JIT compilers' time (the
+    JVM's compilation bean). On a local master that JVM runs the executors too; on a cluster
+    it is the driver only, so neither is reported.
+
+    The JIT share is why a run over little data is not cheap: every query brings classes
+    Spark generated for it, and Spark's own code paths for its plan shape, which the JVM
+    compiles again before they run fast (on the 40-broker day, about half the JVM's CPU)."""
 
     def __init__(self, spark: Any, counter: Counter) -> None:
-        pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        jvm = spark.sparkContext._jvm
+        pid = int(jvm.java.lang.ProcessHandle.current().pid())
         local = spark.sparkContext.master.startswith("local")
         self._stat = Path(f"/proc/{pid}/stat") if local else None
+        self._compiler = jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.counter = counter
+
+    def jit(self) -> float | None:
+        """Seconds the JIT compilers have spent since the JVM started (local master only)."""
+        if self._stat is None or self._compiler is None:
+            return None
+        return int(self._compiler.getTotalCompilationTime()) / 1000
 
     def cpu(self) -> float | None:
         if self._stat is None or not self._stat.exists():
@@ -178,11 +192,12 @@ class JvmClock:
 
     def measure(self, action: Any) -> tuple[Any, Cost]:
         mark = self.counter.mark()
-        cpu, start = self.cpu(), time.perf_counter()
+        cpu, jit, start = self.cpu(), self.jit(), time.perf_counter()
         value = action()
-        wall, after = time.perf_counter() - start, self.cpu()
+        wall, after, jit_after = time.perf_counter() - start, self.cpu(), self.jit()
         spent = None if cpu is None or after is None else after - cpu
-        return value, Cost(wall, spent, self.counter.since(mark))
+        compiling = None if jit is None or jit_after is None else jit_after - jit
+        return value, Cost(wall, spent, self.counter.since(mark), compiling)
 
 
 def bare_scan(clock: JvmClock, spark: Any, files: list[Path]) -> tuple[int, Cost]:
@@ -249,7 +264,10 @@ def stage_cost(spark: Any) -> float:
 
 
 def cpu_text(cost: Cost) -> str:
-    return "" if cost.cpu is None else f", {cost.cpu:.1f} s CPU"
+    if cost.cpu is None:
+        return ""
+    jit = "" if cost.jit is None else f" ({cost.jit:.1f} s of it JIT compiling)"
+    return f", {cost.cpu:.1f} s CPU{jit}"
 
 
 def mirror(files: list[Path], root: Path, target: Path) -> None:
@@ -456,17 +474,18 @@ def main() -> None:
 def report(rows: list[Row]) -> None:
     print(
         f"\n{'master':<26} {'run':<17} {'pipeline':>9} {'reference':>22} {'ratio':>7}"
-        f" {'CPU ratio':>10} {'target':>7}  {'jobs':>5} {'queries':>7}"
+        f" {'CPU ratio':>10} {'JIT/CPU':>8} {'target':>7}  {'jobs':>5} {'queries':>7}"
     )
     for row in rows:
         cost, ref = row.cost, row.ref
         cpu_ratio = f"{cost.cpu / ref.cpu:9.2f}x" if cost.cpu and ref.cpu else f"{'n/a':>10}"
+        jit = f"{cost.jit / cost.cpu:7.0%}" if cost.jit is not None and cost.cpu else f"{'n/a':>7}"
         target = _target(row)
         verdict = "" if target is None else ("ok" if cost.wall / ref.wall <= target else "MISSED")
         target_text = f"{target:g}x" if target else ""
         print(
             f"{row.master:<26} {row.run:<17} {cost.wall:8.1f}s {row.reference:>12}"
-            f" {ref.wall:8.2f}s {cost.wall / ref.wall:6.2f}x {cpu_ratio} {target_text:>7}"
+            f" {ref.wall:8.2f}s {cost.wall / ref.wall:6.2f}x {cpu_ratio} {jit:>8} {target_text:>7}"
             f"  {cost.work.jobs:>5} {cost.work.queries:>7}  {verdict}"
         )
     print("\nSpark jobs / SQL queries per run, before (commit 7886155) and now:")
