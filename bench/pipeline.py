@@ -20,9 +20,11 @@ For every run it counts the Spark jobs, stages and SQL queries (actions) it star
 stage of the run, from the driver's status store: the bench may reach into the driver
 (``sparkContext``, py4j), the job itself never does. Job counts are deterministic; times
 vary 2x on a shared machine, so on a local master it also prints the CPU time of the Spark
-JVM (driver and executors are one process there). ``BEFORE`` holds the counts of the job as
-issue 16 left it (commit 7886155), measured the same way. Where a target is missed, the
-table shows what the run spends beyond its reference and the floor under it. With
+JVM (driver and executors are one process there) and how much of it the JIT compilers spent
+(about half of a run over little data: each query's generated classes start cold).
+``BEFORE`` holds the counts of the job as issue 16 left it (commit 7886155), measured the
+same way. Where a target is missed, the table shows what the run spends beyond its reference,
+the floor its queries put under it, and its stages at the cost of an empty further stage. With
 ``--check`` whether every published table equals the generator's ground truth.
 
     .venv/bin/python bench/pipeline.py [--brokers 1000 --hours 24 --instances 2]
