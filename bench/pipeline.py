@@ -217,7 +217,7 @@ def parse_floor(clock: JvmClock, spark: Any, files: list[Path]) -> Cost:
     from pynamesrv.pipeline.store import parse
 
     kept = parse(spark, [str(f) for f in files]).select("file", CORRUPT, *EVENT_FIELDS)
-    return clock.measure(lambda: kept.write.format("noop").mode("overwrite").save())[1]
+    return clock.measure(lambda: written_nowhere(kept))[1]
 
 
 def minimal_job(clock: JvmClock, spark: Any, files: list[Path], target: Path) -> Cost:
@@ -234,18 +234,20 @@ def minimal_read(clock: JvmClock, spark: Any, files: list[Path]) -> Cost:
     from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 
     frame = spark.read.schema(JOURNAL_SCHEMA).json([str(f) for f in files])
-    return clock.measure(lambda: frame.write.format("noop").mode("overwrite").save())[1]
+    return clock.measure(lambda: written_nowhere(frame))[1]
+
+
+def written_nowhere(frame: Any) -> float:
+    """Seconds ``frame`` takes to run into a sink that writes nothing."""
+    start = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
 
 
 def query_floor(spark: Any) -> float:
     """Seconds the smallest query takes on this master (one row, written nowhere; median of
     five): what each query of a run costs before it reads any data."""
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        spark.range(1).write.format("noop").mode("overwrite").save()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[2]
+    return sorted(written_nowhere(spark.range(1)) for _ in range(5))[2]
 
 
 def stage_cost(spark: Any) -> float:
@@ -257,9 +259,7 @@ def stage_cost(spark: Any) -> float:
         frame = spark.range(0, 1, 1, 1)
         for partitions in range(2, 2 + shuffles):
             frame = frame.repartition(partitions)
-        start = time.perf_counter()
-        frame.write.format("noop").mode("overwrite").save()
-        return time.perf_counter() - start
+        return written_nowhere(frame)
 
     samples = sorted((once(4) - once(0)) / 4 for _ in range(5))
     return max(0.0, samples[2])
@@ -513,7 +513,8 @@ def report(rows: list[Row]) -> None:
         "\nWhat the job's shape costs before any data: its stages (each a job under adaptive "
         "execution) at the measured cost of a further stage, next to the run's time left over "
         "its reference. Where the stages alone exceed the target's room, only fewer stages "
-        "meet it."
+        "meet it; where they fit, the rest is each query's code warming up (JIT/CPU above), "
+        "not its scheduling."
     )
     for row in rows:
         target = _target(row)
