@@ -121,6 +121,7 @@ def spark_session(
     remote: str | None = None,
     app_name: str = "pynamesrv-pipeline",
     shuffle_partitions: int | None = None,
+    codegen_cache: int | None = None,
 ) -> SparkSession:
     """The job's Spark session.
 
@@ -130,9 +131,11 @@ def spark_session(
     ``local[*]`` embedded in this process; an already active session is returned as it is.
     An embedded session gets 2 GB of driver memory unless configured, and logs errors only
     (its log4j configuration; a cluster's driver logs as the cluster's configuration says:
-    the log level cannot be set without a SparkContext). Shuffle sizing is set per run for
-    every master (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration)
-    fixes it.
+    the log level cannot be set without a SparkContext). A session this function launches
+    keeps the classes Spark generates for several runs (``codegen_cache``, default
+    ``CODEGEN_CACHE_ENTRIES``; a Connect server or spark-submit has its own setting).
+    Shuffle sizing is set per run for every master (``job_conf``) unless
+    ``shuffle_partitions`` (or the launch configuration) fixes it.
     """
     if remote is not None:
         if master is not None:
@@ -156,6 +159,9 @@ def spark_session(
         builder = builder.master(master)
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if not submitted:  # spark-submit's configuration is the operator's
+        entries = CODEGEN_CACHE_ENTRIES if codegen_cache is None else codegen_cache
+        builder = builder.config("spark.sql.codegen.cache.maxEntries", str(entries))
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
         if not submitted:
@@ -165,6 +171,12 @@ def spark_session(
                 "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}"
             )
     return builder.getOrCreate()
+
+
+# Classes Spark generates and compiles for a run's queries: ~600 on any day (the plan, not the
+# data, decides). Spark keeps 100, so a second run in the same process (tests, notebooks, a
+# scheduler calling run_pipeline) compiled every one again, and the JVM warmed each up anew.
+CODEGEN_CACHE_ENTRIES: Final = 2000
 
 
 _LOG4J2 = """\
