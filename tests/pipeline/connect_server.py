@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from pynamesrv.pipeline.job import CODEGEN_CACHE_ENTRIES
 from waiting import wait_until
 
 from .standalone import free_port, spark_home, stop_groups
@@ -66,6 +67,8 @@ class ConnectServer:
             "spark.local.dir": str(self.directory / "local"),
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
+            # As the README advises for a server that runs the pipeline more than once.
+            "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         }
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
