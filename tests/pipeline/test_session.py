@@ -46,3 +46,11 @@ def test_a_second_run_in_one_process_compiles_few_classes_again(
     # Without the larger cache this is every class of the run (~600); with it, the few whose
     # source holds a value of this run.
     assert again < 100, f"{again} classes compiled again"
+
+
+def test_the_embedded_jvm_runs_the_throughput_collector(spark: SparkSession) -> None:
+    """A batch job needs throughput, not short pauses (``EMBEDDED_GC``): G1 cost 3-7 % of a
+    run on two cores."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    names = {str(bean.getName()) for bean in beans.getGarbageCollectorMXBeans()}
+    assert names == {"PS Scavenge", "PS MarkSweep"}, names

@@ -129,9 +129,10 @@ def spark_session(
     JVM, and everything the job asks of Spark goes through the DataFrame API and
     ``spark.conf``. Else ``master`` None means: whatever ``spark-submit`` configured, else
     ``local[*]`` embedded in this process; an already active session is returned as it is.
-    An embedded session gets 2 GB of driver memory unless configured, and logs errors only
-    (its log4j configuration; a cluster's driver logs as the cluster's configuration says:
-    the log level cannot be set without a SparkContext). A session this function launches
+    An embedded session gets 2 GB of driver memory unless configured, the throughput
+    collector (``EMBEDDED_GC``), and logs errors only (its log4j configuration; a cluster's
+    driver logs as the cluster's configuration says: the log level cannot be set without a
+    SparkContext). A session this function launches
     keeps the classes Spark generates for several runs (``codegen_cache``, default
     ``CODEGEN_CACHE_ENTRIES``; a Connect server or spark-submit has its own setting).
     Shuffle sizing is set per run for every master (``job_conf``) unless
@@ -168,7 +169,8 @@ def spark_session(
             builder = builder.config(
                 "spark.driver.memory", os.environ.get("PYNAMESRV_DRIVER_MEMORY", "2g")
             ).config(
-                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}"
+                "spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile={_quiet_log4j()} {EMBEDDED_GC}",
             )
     return builder.getOrCreate()
 
@@ -177,6 +179,10 @@ def spark_session(
 # data, decides). Spark keeps 100, so a second run in the same process (tests, notebooks, a
 # scheduler calling run_pipeline) compiled every one again, and the JVM warmed each up anew.
 CODEGEN_CACHE_ENTRIES: Final = 2000
+# The embedded JVM's collector: a batch job needs throughput, not short pauses, and G1's
+# concurrent work and write barriers cost 3-7 % of a run's time on two cores (a day of 1,000
+# brokers, a 40-broker day; bench/pipeline_warmup.py and bench/pipeline.py show the runs).
+EMBEDDED_GC: Final = "-XX:+UseParallelGC"
 
 
 _LOG4J2 = """\
