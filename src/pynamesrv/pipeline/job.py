@@ -132,11 +132,10 @@ def spark_session(
     An embedded session gets 2 GB of driver memory unless configured, the throughput
     collector (``EMBEDDED_GC``), and logs errors only (its log4j configuration; a cluster's
     driver logs as the cluster's configuration says: the log level cannot be set without a
-    SparkContext). A session this function launches
-    keeps the classes Spark generates for several runs (``codegen_cache``, default
-    ``CODEGEN_CACHE_ENTRIES``; a Connect server or spark-submit has its own setting).
-    Shuffle sizing is set per run for every master (``job_conf``) unless
-    ``shuffle_partitions`` (or the launch configuration) fixes it.
+    SparkContext). A session this function launches keeps the classes Spark generates for
+    several runs (``codegen_cache``, default ``CODEGEN_CACHE_ENTRIES``; a Connect server or
+    spark-submit has its own setting). Shuffle sizing is set per run for every master
+    (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration) fixes it.
     """
     if remote is not None:
         if master is not None:
