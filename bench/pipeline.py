@@ -161,6 +161,11 @@ class Cost:
     work: Work
     jit: float | None = None
 
+    @property
+    def jit_share(self) -> float | None:
+        """The JIT compilers' part of the JVM's CPU (None where either is not read)."""
+        return None if self.jit is None or not self.cpu else self.jit / self.cpu
+
 
 class JvmClock:
     """Wall time, the Spark JVM's CPU time (Linux ``/proc``) and its JIT compilers' time (the
@@ -430,6 +435,15 @@ def bench_master(
     return [replace(r, per_query=per_query, per_stage=per_stage) for r in rows]
 
 
+def add_journal_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generated journals' parameters and where they are kept (``journal_root``): one set,
+    so that every pipeline bench finds the same journals under the same options."""
+    parser.add_argument("--instances", type=int, default=2)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "pynamesrv-bench")
+
+
 def journal_root(args: argparse.Namespace, brokers: int) -> Path:
     return args.dir / f"b{brokers}-i{args.instances}-h{args.hours:g}-s{args.seed}"
 
@@ -438,10 +452,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--small-brokers", type=int, default=40)
-    parser.add_argument("--instances", type=int, default=2)
-    parser.add_argument("--hours", type=float, default=24.0)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "pynamesrv-bench")
+    add_journal_arguments(parser)
     parser.add_argument("--masters", default="local[2],standalone")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--check", action="store_true", help="compare tables to ground truth")
@@ -481,7 +492,7 @@ def report(rows: list[Row]) -> None:
     for row in rows:
         cost, ref = row.cost, row.ref
         cpu_ratio = f"{cost.cpu / ref.cpu:9.2f}x" if cost.cpu and ref.cpu else f"{'n/a':>10}"
-        jit = f"{cost.jit / cost.cpu:7.0%}" if cost.jit is not None and cost.cpu else f"{'n/a':>7}"
+        jit = f"{'n/a':>7}" if cost.jit_share is None else f"{cost.jit_share:7.0%}"
         target = _target(row)
         verdict = "" if target is None else ("ok" if cost.wall / ref.wall <= target else "MISSED")
         target_text = f"{target:g}x" if target else ""

@@ -24,7 +24,6 @@ import argparse
 import importlib.util
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,10 @@ def _pipeline_bench() -> Any:
 
 
 def main() -> None:
+    bench = _pipeline_bench()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", type=int, default=40)
-    parser.add_argument("--instances", type=int, default=2)
-    parser.add_argument("--hours", type=float, default=24.0)
-    parser.add_argument("--seed", type=int, default=1)
+    bench.add_journal_arguments(parser)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
@@ -55,12 +53,10 @@ def main() -> None:
         default=None,
         help="generated classes Spark keeps (default: what pynamesrv sets; Spark's own is 100)",
     )
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "pynamesrv-bench")
     args = parser.parse_args()
     if not args.master.startswith("local"):
         parser.error("the JIT and CPU figures are the Spark JVM's: a local master only")
 
-    bench = _pipeline_bench()
     from pynamesrv.pipeline.job import run_pipeline, spark_session
 
     root = bench.journal_root(args, args.brokers)
@@ -108,7 +104,7 @@ def report(runs: list[Any], ref: Any, target: float) -> None:
         table.add_column(column, justify="right")
     for repeat, cost in enumerate(runs, 1):
         ratio = cost.wall / ref.wall
-        share = "" if not cost.cpu or cost.jit is None else f"{cost.jit / cost.cpu:.0%}"
+        share = "" if cost.jit_share is None else f"{cost.jit_share:.0%}"
         table.add_row(
             str(repeat),
             f"{cost.wall:.1f} s",
