@@ -45,7 +45,7 @@ from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
-from pynamesrv.remoting.codes import ResponseCode, Version
+from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.fdbudget import open_file_limit, remoting_cap
 from pynamesrv.remoting.logtext import name
@@ -57,6 +57,11 @@ log = logging.getLogger("pynamesrv")
 
 FIRST_SCAN_DELAY_S: Final = 5.0
 MAX_EXPIRY_DELAY_S: Final = 1.0  # an expired broker leaves the routes within this
+# What a broker sends to stay routed: answered GO_AWAY during a drain, they still count as
+# a sign of life (the broker is up; it registers elsewhere).
+_LIVENESS_CODES: Final = frozenset(
+    {RequestCode.REGISTER_BROKER, RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION}
+)
 KV_PRINT_FIRST_S: Final = 60.0
 KV_PRINT_PERIOD_S: Final = 600.0
 
@@ -237,6 +242,8 @@ class NamesrvController:
         self._window_start_ms = 0
         self._stopped = False
         self.going_away = False  # a graceful shutdown answers new clients GO_AWAY
+        # Connections answered GO_AWAY: their close is the drain's doing, not the brokers'.
+        self._sent_away: set[Connection] = set()
         self._timers: list[asyncio.Task[None]] = []
         self.notifier = MinBrokerIdNotifier(
             self.config, self.config.rocketmq_remoting_version, send=notify_send
@@ -581,6 +588,11 @@ class NamesrvController:
         return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
+        if conn in self._sent_away:
+            # We told it to go: its brokers stay until the stop's snapshot (the warm restart
+            # keeps them as a plain stop does); their new connection goes elsewhere.
+            self._sent_away.discard(conn)
+            return
         self.on_events(self.routes.on_channel_closed(conn, reason))
 
     async def _expiry_loop(self) -> None:
@@ -601,7 +613,13 @@ class NamesrvController:
 
     def scan_expired(self, at_ms: int | None = None) -> None:
         """Expire the brokers past their deadline at ``at_ms`` (default: now) and close the
-        connections left without a broker, as Java's scanNotActiveBroker does."""
+        connections left without a broker, as Java's scanNotActiveBroker does.
+
+        Not while draining: the GO_AWAY answers keep the brokers' heartbeats from landing,
+        and the server must not expire (and journal the removal of) what it sent away itself.
+        """
+        if self.going_away:
+            return
         events, channels = self.routes.expire(self.clock_ms() if at_ms is None else at_ms)
         self.on_events(events)
         for channel in channels:
@@ -663,6 +681,17 @@ class NamesrvController:
     def _handle_going_away(self, request: RemotingCommand, conn: Connection) -> Answer:
         if request.version <= Version.V5_3_1:
             return self.handle(request, conn)
+        self._sent_away.add(conn)
+        if request.code in _LIVENESS_CODES:
+            # Not handled (Java does not), but the broker proved it is alive: its last
+            # heartbeat is now, so the stop's snapshot and the warm restart keep it.
+            self.on_events(
+                self.routes.broker_heartbeat(
+                    request.field("clusterName") or "",
+                    request.field("brokerAddr") or "",
+                    self.clock_ms(),
+                )
+            )
         if request.is_oneway:  # Java neither answers nor handles it
             return None
         self.stats.count_error_answer(request.code, ResponseCode.GO_AWAY)
