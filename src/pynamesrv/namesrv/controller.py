@@ -40,7 +40,7 @@ from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.journal import Journal, JournalDamage, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
-from pynamesrv.namesrv.processor import DefaultRequestProcessor
+from pynamesrv.namesrv.processor import DefaultRequestProcessor, FileData
 from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
@@ -637,8 +637,14 @@ class NamesrvController:
 
     # ------------------------------------------------------------------ persistence
 
-    async def _write_file(self, path: Path, data: bytes) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, atomic_write, path, data)
+    async def _write_file(self, path: Path, data: FileData) -> None:
+        """Write a persisted file on the writer thread; ``data`` made there when it is a
+        function (read, merge and write in one go, in order with the other writes)."""
+
+        def write() -> None:
+            atomic_write(path, data() if callable(data) else data)
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, write)
 
     # ------------------------------------------------------------------ events
 
