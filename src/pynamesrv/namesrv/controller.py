@@ -57,6 +57,9 @@ log = logging.getLogger("pynamesrv")
 
 FIRST_SCAN_DELAY_S: Final = 5.0
 MAX_EXPIRY_DELAY_S: Final = 1.0  # an expired broker leaves the routes within this
+# ``lock_beside`` adds ``.lock``: the journal's instance directory holds ``writer.lock``
+# (readers take only ``events-*`` files).
+JOURNAL_LOCK_NAME: Final = "writer"
 # What a broker sends to stay routed: answered GO_AWAY during a drain, they still count as
 # a sign of life (the broker is up; it registers elsewhere).
 _LIVENESS_CODES: Final = frozenset(
@@ -117,14 +120,14 @@ class ListenError(OSError):
 
 
 class StateFileInUse(OSError):
-    """A state file (kvConfigPath, configStorePath) is locked by another running server, or
-    its lock cannot be taken; the message is the one line ``serve`` prints."""
+    """A state file (kvConfigPath, configStorePath) or the journal's instance directory is
+    locked by another running server, or its lock cannot be taken; the message is the one
+    line ``serve`` prints."""
 
-    def __init__(self, key: str, path: Path, cause: OSError) -> None:
+    def __init__(self, key: str, path: Path, cause: OSError, *, advice: str = "") -> None:
         if isinstance(cause, FileInUse):
-            text = (
-                f"{key} {path} is in use by another name server{cause.holder}: give each "
-                f"instance on this host its own {key}"
+            text = f"{key} {path} is in use by another name server{cause.holder}: " + (
+                advice or f"give each instance on this host its own {key}"
             )
         else:
             text = f"cannot lock {key} {path}: {path_problem(path, cause)}"
@@ -231,6 +234,7 @@ class NamesrvController:
         self.port = 0
         self.bound_host = ""
         self._locks: list[int] = []  # flock descriptors of the state files, held while running
+        self._journal_locked = False  # the journal's instance directory is among them
         self._bound = False
         self._served = False
         self.journal: Journal | None = None
@@ -295,6 +299,10 @@ class NamesrvController:
                 for leftover in remove_leftovers(Path(path)):
                     log.info("removed %s, left by an interrupted write", leftover)
             self.kv.load(Path(self.config.kv_config_path))
+            if self.config.journal_enable and (
+                self.config.instance_name or self.config.listen_port != 0
+            ):  # before recovery reads it; a directory not there yet is locked at its creation
+                self._lock_journal(self._instance_on(self.config.listen_port), create=False)
             if self.config.journal_enable and self.config.warm_restart:
                 await self._recover()
             try:
@@ -325,10 +333,36 @@ class NamesrvController:
             except OSError as exc:
                 raise StateFileInUse(key, path, exc) from exc
 
+    def _lock_journal(self, instance: str, *, create: bool) -> None:
+        """Own the journal's instance directory (``<journalDir>/<instance>/writer.lock``,
+        held while the server runs): two servers with the same instanceName and journal root
+        would append to the same hour files, and each recover routes only the other saw.
+        Taken before recovery reads the directory; one that does not exist yet (nothing to
+        recover) is created and locked when the journal starts (``create``), so a refused
+        start still writes nothing. ``StateFileInUse`` names the directory."""
+        if self._journal_locked:
+            return
+        directory = self.journal_root / instance_dir_name(instance)
+        if not create and not directory.is_dir():
+            return
+        try:
+            self._locks.append(lock_beside(directory / JOURNAL_LOCK_NAME))
+        except FileInUse as exc:
+            raise StateFileInUse(
+                "journal",
+                directory,
+                exc,
+                advice="give each name server its own instanceName (or journalDir)",
+            ) from exc
+        except OSError as exc:
+            raise PathError("journalDir", self.journal_root, exc) from exc
+        self._journal_locked = True
+
     def _unlock_state_files(self) -> None:
         for fd in self._locks:
             unlock(fd)
         self._locks = []
+        self._journal_locked = False
 
     async def serve(self) -> None:
         """Start the journal, accept on the bound port, log boot success, start the timers."""
@@ -339,6 +373,7 @@ class NamesrvController:
         # The journal (named after the port) is listening before the first request: a
         # recovered broker registering at once is journaled after its broker_recovered line.
         if self.config.journal_enable:
+            self._lock_journal(self.instance, create=True)
             try:
                 await self._start_journal()
             except OSError as exc:
