@@ -416,8 +416,9 @@ class NamesrvController:
             status = self.access.status()
             log.info(
                 "admin writes need a signature of an admin account (aclFile %s: %d accounts, "
-                "%d admin); registration %s, reads %s; a live broker's name moves or is "
-                "unregistered only from its own connection or with a bound or admin signature",
+                "%d admin); registration %s, reads %s; a live broker's entry changes from "
+                "another connection only with its bound account's signature, and is "
+                "unregistered only over its own connection while that is open",
                 status["aclFile"],
                 status["accounts"],
                 status["admins"],
