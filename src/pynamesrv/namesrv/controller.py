@@ -643,7 +643,7 @@ class NamesrvController:
             interval_s = self.config.scan_not_active_broker_interval / 1000  # live setting
             delay = min(interval_s, MAX_EXPIRY_DELAY_S)
             deadline = self.routes.next_expiry_ms()
-            if deadline is not None:
+            if deadline is not None and not self.going_away:  # a drain expires nothing
                 delay = min(delay, max(deadline - self.clock_ms() + 1, 0) / 1000)
             await asyncio.sleep(delay)
 
