@@ -7,6 +7,7 @@ keys we do not know, and KV names that look like paths or are huge.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from helpers import query_route
 from pynamesrv.namesrv import requests
+from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -128,3 +130,33 @@ async def test_megabytes_of_config_text_are_refused(namesrv: NamesrvController) 
     assert answer.code == ResponseCode.NO_PERMISSION
     assert answer.remark is not None and answer.remark.endswith("and 2995 more")
     assert (await query_route(namesrv.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_a_remote_update_keeps_what_the_operator_added_to_the_file_since(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32 finding 8: the `-c` file gained `aclFile=` after the start (for the next
+    restart); a remote update rewrote the text read at start and deleted that line, so the
+    next restart came up with admin writes open."""
+    home = tmp_path / "home"
+    path = tmp_path / "namesrv.properties"
+    path.write_text(
+        f"# production\nlistenPort=0\nhttpPort=0\njournalEnable=false\nrocketmqHome={home}\n"
+        f"kvConfigPath={home}/kvConfig.json\n"
+    )
+    ns = NamesrvController(registry=ConfigRegistry.from_file(path), host="127.0.0.1")
+    await ns.start()
+    try:
+        with path.open("a") as file:
+            file.write("# closed from the next restart on\naclFile=/etc/rocketmq/plain_acl.yml\n")
+        caplog.set_level(logging.INFO, logger="pynamesrv.namesrv.config")
+        answer = await ask(ns, requests.update_namesrv_config({"productEnvName": "prod"}))
+        assert answer.code == ResponseCode.SUCCESS
+    finally:
+        await ns.stop()
+    stored = path.read_text()
+    assert "\naclFile=/etc/rocketmq/plain_acl.yml\n" in stored
+    assert stored.startswith("# production\n") and stored.endswith("productEnvName=prod\n")
+    assert ConfigRegistry.from_file(path).config.acl_file == "/etc/rocketmq/plain_acl.yml"
+    assert f"config store {path} updated: productEnvName=prod (was unset)" in caplog.text
+    assert "it changed since this server read it" in caplog.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
@@ -168,3 +169,71 @@ async def test_shutdown_wait_cannot_be_changed_remotely(start_namesrv: StartName
     assert answer.code == ResponseCode.NO_PERMISSION
     assert answer.remark is not None and "shutdownWaitTimeSeconds" in answer.remark
     assert ns.config.shutdown_wait_time_seconds == 30
+
+
+async def test_graceful_shutdown_cannot_be_switched_on_remotely(
+    start_namesrv: StartNamesrv,
+) -> None:
+    """Issue 32 finding 9: the switch changes what every restart does (it held brokers'
+    heartbeats off and let the draining server expire them): only the -c file sets it."""
+    ns = await start_namesrv()
+    client = await RemotingClient.connect("127.0.0.1", ns.port)
+    try:
+        answer = await client.request(
+            requests.update_namesrv_config({"enableShutdownGracefully": "true"})
+        )
+    finally:
+        await client.close()
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert answer.remark is not None and "enableShutdownGracefully" in answer.remark
+    assert not ns.config.enable_shutdown_gracefully
+
+
+async def test_a_drain_neither_expires_nor_removes_the_brokers_it_sent_away(
+    start_namesrv: StartNamesrv, tmp_path: Path
+) -> None:
+    """Issue 32 finding 9: a 5.3.2+ broker with a 10 s timeout gets GO_AWAY on its
+    heartbeats during the drain; the draining server must not expire it or journal its
+    removal when it drops the connection, so the warm restart keeps its routes as a plain
+    SIGTERM restart does."""
+    journal = {
+        "journalEnable": True,
+        "instanceName": "drain",
+        "journalDir": str(tmp_path / "journal"),
+    }
+    ns = await start_namesrv(enableShutdownGracefully=True, shutdownWaitTimeSeconds=600, **journal)
+    broker = BrokerClient(
+        namesrv_addrs=[f"127.0.0.1:{ns.port}"],
+        cluster="C",
+        broker_name="b",
+        broker_id=0,
+        broker_addr="127.0.0.1:10911",
+        topics={"Routed": TopicConfig("Routed", 4, 4, 6)},
+        heartbeat_timeout_ms=10_000,
+        version=NEW,
+        register_period_s=3600.0,
+    )
+    [outcome] = await broker.register_all()
+    assert outcome.ok, outcome.error
+    second_signal = asyncio.Event()
+    draining = asyncio.create_task(ns.drain(second_signal))
+    try:
+        await wait_for(lambda: ns.going_away, "the drain to begin")
+        live = ns.routes.live_entry("C", "127.0.0.1:10911")
+        assert live is not None
+        live.last_update_ms -= 60_000  # its heartbeats were sent away for a minute
+        [sent_away] = await broker.register_all()
+        assert sent_away.error is not None and "1500" in sent_away.error
+        assert ns.clock_ms() - live.last_update_ms < 10_000  # a sign of life all the same
+        ns.scan_expired(ns.clock_ms() + 60_000)  # past its deadline: the drain keeps it
+        await broker.close_connections()  # as a client told GO_AWAY does
+        await wait_for(lambda: not ns.server.connections, "the broker's connection to close")
+        assert ns.routes.live_entry("C", "127.0.0.1:10911") is not None
+    finally:
+        second_signal.set()
+        await asyncio.wait_for(draining, 10)
+        await broker.close_connections()
+    await ns.stop()
+    restarted = await start_namesrv(**journal)
+    assert restarted.routes.is_provisional("C", "127.0.0.1:10911")
+    assert (await query_route(restarted.port, "Routed")).code == ResponseCode.SUCCESS

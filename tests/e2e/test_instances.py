@@ -6,6 +6,7 @@ what a restart keeps of UPDATE_NAMESRV_CONFIG."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import re
 import signal
@@ -116,6 +117,54 @@ def test_a_second_server_on_the_same_state_files_is_refused(tmp_path: Path) -> N
     finally:
         stop(third)
     assert f"removed {in_flight}, left by an interrupted write" in third.stderr.read()  # type: ignore[union-attr]
+
+
+def started_lines(journal: Path) -> int:
+    """The server_started lines of the shared instance (an hour may close meanwhile)."""
+    count = 0
+    for path in (journal / "shared_9876").glob("events-*"):
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        count += data.count(b'"type":"server_started"')
+    return count
+
+
+def test_a_second_server_on_the_same_journal_is_refused_naming_the_directory(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 finding 11: two servers with the same instanceName and journal root (each
+    with its own state files) appended to the same hour files, and after a crash one routed
+    a broker only the other ever saw. The second is refused before it recovers anything."""
+    journal = tmp_path / "journal"
+
+    def config(name: str) -> Path:
+        path = tmp_path / f"{name}.properties"
+        path.write_text(f"instanceName=shared:9876\nkvConfigPath={tmp_path / name}/kv.json\n")
+        return path
+
+    port = free_port()
+    first = serve(tmp_path / "home", "-c", config("first"), "--port", str(port),
+                  "--http-port", "0", "--journal-dir", journal)  # fmt: skip
+    try:
+        wait_until(lambda: listening(port, first), "the first server")
+        wait_until(lambda: started_lines(journal) == 1, "the first server_started line")
+        result = run(tmp_path / "home", "-c", config("second"), "--port", "0",
+                     "--http-port", "0", "--journal-dir", journal)  # fmt: skip
+        assert one_error_line(result) == (
+            f"Error: journal {journal / 'shared_9876'} is in use by another name server "
+            f"(pid {first.pid}): give each name server its own instanceName (or journalDir)"
+        )
+        assert "routes recovered" not in result.stderr and "not recovered" not in result.stderr
+    finally:
+        stop(first)
+    assert started_lines(journal) == 1  # the second wrote nothing
+    # Stopped, the journal is free: the next server with that instance recovers from it.
+    port = free_port()
+    third = serve(tmp_path / "home", "-c", config("second"), "--port", str(port),
+                  "--http-port", "0", "--journal-dir", journal)  # fmt: skip
+    try:
+        wait_until(lambda: listening(port, third), "the third server")
+    finally:
+        stop(third)
 
 
 def test_a_shared_config_store_is_refused_naming_configStorePath(tmp_path: Path) -> None:

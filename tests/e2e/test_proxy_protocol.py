@@ -218,6 +218,22 @@ async def test_malformed_header_closes_with_one_log_line(
     assert (await query_route(ns.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
 
 
+async def test_a_forged_log_line_in_a_v1_source_is_refused_and_logged_as_one_line(
+    start_namesrv: StartNamesrv, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32 finding 13: a TCP6 source `fe80::1%<LF><forged line>` passed validation,
+    became the connection's peer and was logged raw in its "closing ..." line."""
+    ns = await start_namesrv(proxyProtocol="auto")
+    forged = b"PROXY TCP6 fe80::1%\n2026-01-01_INFO_admin_write_by_root ::1 40123 9876\r\n"
+    broken_frame = b"\x00\x00\x00\x02\x00\x00"  # shorter than its own header length
+    with caplog.at_level(logging.INFO, logger=SERVER_LOG):
+        assert await closed_without_answer(ns.port, forged + broken_frame)
+    lines = [r.getMessage() for r in caplog.records if r.name == SERVER_LOG]
+    assert lines and all("\n" not in line and "\r" not in line for line in lines), lines
+    assert ns.server.refused["proxy_header"] == 1
+    assert not any(c.peer.startswith("fe80") for c in ns.server.connections)
+
+
 async def test_header_from_an_untrusted_address_is_refused(
     start_namesrv: StartNamesrv, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -138,6 +138,12 @@ def test_v1_header_in_pieces_needs_more_until_its_crlf() -> None:
         b"PROXY TCP4 192.0.2.7 10.0.0.1 1 2\n",  # LF alone
         b"PROXY TCP4 192.0.2.\xff 10.0.0.1 1 2\r\n",  # not ASCII
         b"PROXY " + b"9" * 120,  # no CRLF within 107 bytes
+        # issue 32 finding 13: Python takes any text after % as a zone id, a LF included
+        b"PROXY TCP6 fe80::1%\nforged ::1 1 2\r\n",
+        b"PROXY TCP6 fe80::1%\x7f ::1 1 2\r\n",
+        b"PROXY TCP6 fe80::1%eth0 ::1 1 2\r\n",  # no balancer sends a zone id
+        b"PROXY TCP6 ::1 fe80::1%\x1b[2J 1 2\r\n",  # the destination is checked as well
+        b"PROXY UNKNOWN\x00\r\n",
     ],
 )
 def test_malformed_v1_header_is_an_error(line: bytes) -> None:

@@ -132,7 +132,7 @@ def test_an_update_rewrites_only_its_keys_keeping_comments_and_order(tmp_path: P
     path.write_text("# our name server\nlistenPort=9876\n\n! tuned\norderMessageEnable=false\n")
     registry = ConfigRegistry.from_file(path)
     update = registry.prepare_update(b"orderMessageEnable=true\nwaitSecondsForService=5\n")
-    assert update.file_bytes.decode() == (
+    assert update.render().decode() == (
         "# our name server\nlistenPort=9876\n\n! tuned\norderMessageEnable=true\n"
         "waitSecondsForService=5\n"
     )
@@ -160,6 +160,31 @@ def test_refused_updates_change_nothing(body: bytes, reason: Refusal) -> None:
     assert registry.all_properties() == before
 
 
+def test_an_update_merges_into_the_file_as_it_is_on_disk_when_written(tmp_path: Path) -> None:
+    """Issue 32 finding 8: the operator added aclFile= to the -c file after the start; an
+    update rewrote the text read at start and deleted the line (the next start was open)."""
+    path = tmp_path / "namesrv.properties"
+    path.write_text("# ours\nlistenPort=9876\n")
+    registry = ConfigRegistry.from_file(path)
+    path.write_text("# ours\nlistenPort=9876\naclFile=/etc/rocketmq/plain_acl.yml\nmystery=1\n")
+    update = registry.prepare_update(b"orderMessageEnable=true\n")
+    assert update.render().decode() == (
+        "# ours\nlistenPort=9876\naclFile=/etc/rocketmq/plain_acl.yml\nmystery=1\n"
+        "orderMessageEnable=true\n"
+    )
+    assert update.changes == ["orderMessageEnable=true (was unset)"] and update.merged_edits
+
+
+def test_an_update_of_a_file_that_no_longer_parses_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "namesrv.properties"
+    path.write_text("listenPort=9876\n")
+    registry = ConfigRegistry.from_file(path)
+    path.write_bytes(b"broken=\\u12\n")  # a \\u escape without its four hex digits
+    update = registry.prepare_update(b"orderMessageEnable=true\n")
+    with pytest.raises(OSError, match="cannot merge into"):
+        update.render()
+
+
 def test_restart_only_keys_are_named_in_the_update() -> None:
     registry = ConfigRegistry(NamesrvConfig())
     update = registry.prepare_update(b"serverSocketRcvBufSize=65536\norderMessageEnable=true\n")
@@ -167,11 +192,11 @@ def test_restart_only_keys_are_named_in_the_update() -> None:
     assert BY_KEY["orderMessageEnable"].applies is Applies.LIVE
 
 
-def test_secrets_are_masked_in_reports_but_stored() -> None:
-    config = NamesrvConfig()
+def test_secrets_are_masked_in_reports_but_stored(tmp_path: Path) -> None:
+    config = NamesrvConfig(config_store_path=str(tmp_path / "namesrv.properties"))
     config.set("tls.server.keyPassword", "s3cret")
     registry = ConfigRegistry(config, {"tls.server.keyPassword": "s3cret"})
     assert registry.properties()["tls.server.keyPassword"] == "******"
     assert registry.all_properties()["tls.server.keyPassword"] == "******"
     update = registry.prepare_update(b"orderMessageEnable=true\n")
-    assert b"tls.server.keyPassword=s3cret\n" in update.file_bytes
+    assert b"tls.server.keyPassword=s3cret\n" in update.render()

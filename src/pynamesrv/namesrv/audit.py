@@ -38,6 +38,9 @@ log = logging.getLogger("pynamesrv.audit")
 AUDITED_EVENTS: Final = (KvChanged, ConfigChanged, PermChanged, TopicRemoved, TopicQueuesChanged)
 _MAX_CHANGES_SHOWN: Final = 20
 MAX_REFUSAL_LINES: Final = 20  # a second
+# A remark quotes peer text escaped already; this bounds the line (a broker identity
+# refusal names two addresses and a broker name: some 300 characters).
+REMARK_MAX: Final = 512
 
 
 def code_name(code: int) -> str:
@@ -79,7 +82,11 @@ class Auditor:
         claimed = (request.ext_fields or {}).get("AccessKey")
         key = "-" if not claimed else f"{shown(claimed)}(unverified)"
         log.warning(
-            "denied %s by %s accessKey=%s: %s", code_name(request.code), shown(caller), key, remark
+            "denied %s by %s accessKey=%s: %s",
+            code_name(request.code),
+            shown(caller),
+            key,
+            shown(remark, REMARK_MAX),
         )
 
     def refused(self, write: AdminWrite, code: int, remark: str | None) -> None:
@@ -88,7 +95,7 @@ class Auditor:
                 "admin write %s: refused, %s: %s",
                 _who(write.request, write.caller, write.access_key),
                 _answer_name(code),
-                shown(remark or "", 200),
+                shown(remark or "", REMARK_MAX),
             )
 
     def _may_log_refusal(self) -> bool:

@@ -5,12 +5,20 @@ the port can re-register a live broker's name at another address (producers foll
 remove it. With ``aclFile`` set, pynamesrv asks, before the registry is called:
 
 - UNREGISTER_BROKER of a live address: only over the connection that registered it (what a
-  real broker does at shutdown), or signed by an admin account or the account bound to the
-  broker name. An address no live entry backs, or whose deadline passed, is let through.
-- REGISTER_BROKER of a (broker name, broker id) that a live broker holds at another address:
-  only when that broker's connection is gone, its heartbeat deadline passed, or the account
-  bound to the name signs. A broker restarting at a new address after its old connection
-  closed registers at once: the close removed the old entry.
+  real broker does at shutdown). From another connection it is refused while the broker's
+  own connection is open and in time, signed or not: a signature carries no nonce, and a
+  broker's unregistration has the same fields after every restart, so a captured one would
+  replay for ever. An address no live entry backs, whose connection is gone or whose
+  deadline passed is let through; a recovered (provisional) one needs an admin signature or
+  the account bound to the broker name.
+- REGISTER_BROKER over another connection than the one a live broker's entry is held by,
+  at the same address (the entry's permissions, queues and connection would be rewritten,
+  and the close of the new connection would remove the broker) or taking its (broker name,
+  broker id) to another address: only when that broker's connection is gone, its heartbeat
+  deadline passed, or the account bound to the name signs. A broker restarting at a new
+  address after its old connection closed registers at once: the close removed the old
+  entry. One that reconnects while its old connection is half-open gets in at its first
+  registration after that connection is closed (idle timeout) or its deadline passed.
 - With ``aclRegistrationRequired``, accounts bound to broker names (``brokerNames``) are the
   only ones that may register or unregister those names, they may register no other name,
   and only at their ``brokerAddresses``.
@@ -88,6 +96,18 @@ def register_refusal(
         refusal = _binding_refusal(claim, account, accounts, registering=True)
         if refusal is not None:
             return refusal
+    here = routes.live_entry(claim.cluster, claim.broker_addr)
+    if (
+        here is not None
+        and _connected(here, channel, now_ms)
+        and not (account is not None and account.may_act_as(here.broker_name))
+    ):
+        return (
+            f"brokerAddr={shown(claim.broker_addr)} is held by the live broker "
+            f"brokerName={shown(here.broker_name)} brokerId={here.broker_id} over another "
+            "connection; it registers from a new connection when that connection closes, its "
+            "heartbeat deadline passes, or the account bound to the name signs"
+        )
     held = routes.holder(claim.broker_name, claim.broker_id)
     if held is None:
         return None
@@ -122,8 +142,14 @@ def unregister_refusal(
     live = routes.live_entry(claim.cluster, claim.broker_addr)
     if live is None or live.channel is channel:
         return None
-    if live.channel is not RECOVERED and not _connected(live, channel, now_ms):
-        return None  # its connection is gone or its deadline passed: nothing live to guard
+    if live.channel is not RECOVERED:
+        if not _connected(live, channel, now_ms):
+            return None  # its connection is gone or its deadline passed: nothing to guard
+        return (
+            f"UNREGISTER_BROKER of {shown(claim.broker_addr)} must come over the connection "
+            "that registered it while that connection is open (a signature does not say "
+            "when it was made)"
+        )
     if account is not None and (account.admin or account.may_act_as(claim.broker_name)):
         return None
     return (

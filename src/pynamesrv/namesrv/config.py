@@ -6,15 +6,19 @@ command line and UPDATE_NAMESRV_CONFIG. It raises domain errors (``ConfigFileErr
 ``ConfigUpdateRefused``); the processor maps them to response codes.
 
 An update is two steps so that a change is live only once it is on disk: ``prepare_update``
-validates the request and computes the new file bytes on the event loop (a snapshot: nothing
-reads the config from another thread), the caller writes them off the loop, and ``commit``
-applies the values. A failed write leaves the running server as it was.
+validates the request on the event loop, the caller has ``ConfigUpdate.render`` merge it
+into the config store *as the file is on disk then* and writes the result, both off the loop
+and in one go, and ``commit`` applies the values. The merge re-reads the file because an
+operator may have edited it since the start (an ``aclFile=`` line added for the next
+restart): rewriting the text read at start would delete such a line silently. A failed
+read or write leaves the running server and the file as they were.
 """
 
 from __future__ import annotations
 
 import builtins
 import io
+import logging
 import os
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
@@ -35,6 +39,9 @@ from pynamesrv.namesrv.settings import (
     suggest,
 )
 from pynamesrv.remoting.codes import Version
+from pynamesrv.remoting.logtext import shown
+
+log = logging.getLogger(__name__)
 
 _HOME = Path.home()
 
@@ -279,15 +286,53 @@ class ConfigUpdateRefused(ValueError):
 
 @dataclass(slots=True)
 class ConfigUpdate:
-    """A validated update: the values to apply and the config store bytes to write first."""
+    """A validated update: the values to apply, and how to write them into the config store
+    first (``render``, off the event loop, just before the write)."""
 
     values: dict[str, bool | int | str]
-    file_bytes: bytes
     path: Path
+    # The text to merge into when the file is not on disk (the one read at start or written
+    # last, None when there was none), and the whole store to write when neither exists.
+    known_text: str | None
+    generated: bytes
+    file_bytes: bytes = b""  # what ``render`` produced, written by the caller
+    changes: list[str] = field(default_factory=list)  # what ``render`` changed, for the log
+    merged_edits: bool = False  # the file on disk differed from the text known
 
     def restart_keys(self) -> list[str]:
         """Keys of this update that take effect only at the next start."""
         return sorted(k for k in self.values if BY_KEY[k].applies is Applies.RESTART)
+
+    def render(self) -> bytes:
+        """The config store with this update's keys set, merged into the file as it is on
+        disk now (comments, order, keys this server does not know, lines the operator added
+        since the start: all kept); the text known before when it is gone, the generated
+        store when there never was one. ``OSError`` when the file cannot be read or parsed:
+        then nothing is written."""
+        try:
+            current: str | None = self.path.read_bytes().decode("iso-8859-1")
+        except FileNotFoundError:
+            current = None
+        self.merged_edits = current is not None and current != self.known_text
+        text = current if current is not None else self.known_text
+        if text is None:
+            self.file_bytes = self.generated
+            self.changes = [f"{k}={shown(BY_KEY[k].format(v))}" for k, v in self.values.items()]
+            return self.file_bytes
+        try:
+            document = javaproperties.PropertiesFile.loads(text)
+        except Exception as exc:  # javaproperties raises several types on bad escapes
+            raise OSError(f"cannot merge into {self.path}: not a properties file ({exc})") from exc
+        self.changes = []
+        for key, value in self.values.items():
+            new = BY_KEY[key].format(value)
+            old = document.get(key)
+            if old != new:
+                was = "unset" if old is None else shown(old)
+                self.changes.append(f"{key}={shown(new)} (was {was})")
+            document[key] = new
+        self.file_bytes = document.dumps().encode("iso-8859-1", "backslashreplace")
+        return self.file_bytes
 
 
 def _listed(keys: list[str], limit: int = 5) -> str:
@@ -411,10 +456,19 @@ class ConfigRegistry:
         if combined:
             raise ConfigUpdateRefused(Refusal.INVALID, combined[0])
         path = Path(self.config.config_store_path)
-        return ConfigUpdate(values, self._store_bytes(values, path), path)
+        return ConfigUpdate(values, path, self._store_text, self._generated_store(values))
 
     def commit(self, update: ConfigUpdate) -> list[Event]:
-        """Apply a prepared update whose file write succeeded."""
+        """Apply a prepared update whose file write succeeded (``render`` made its bytes),
+        and say in the log what the file write changed."""
+        log.info(
+            "config store %s updated: %s%s",
+            update.path,
+            "; ".join(update.changes) or "no line changed",
+            " (merged into the file as it is on disk: it changed since this server read it)"
+            if update.merged_edits
+            else "",
+        )
         events: list[Event] = []
         for key, value in update.values.items():
             entry = BY_KEY[key]
@@ -427,27 +481,20 @@ class ConfigRegistry:
         self.data_version += 1
         return events
 
-    def _store_bytes(self, values: dict[str, bool | int | str], path: Path) -> bytes:
-        """The config store with ``values`` set: the file as it is (comments, order, the
-        keys it has) with these keys replaced or appended. A store never seen before gets
-        what GET_NAMESRV_CONFIG reports, as Java writes it, but for pynamesrv's own keys that
-        only a start sets (httpPort, pidFile, logFile, journalDir, ...): the file is read
-        again only when it is passed as ``-c``, and then those would override the command
-        line's choice silently."""
-        text = self._store_text
-        if text is None:
-            java_keys = self.java_keys()
-            stored = {
-                key: self.config.text(key)  # unmasked
-                for key in self.properties()
-                if key in java_keys or key in self.file_properties or BY_KEY[key].remote
-            }
-            stored.update({k: BY_KEY[k].format(v) for k, v in values.items()})
-            return format_properties(stored)
-        document = javaproperties.PropertiesFile.loads(text)
-        for key, value in values.items():
-            document[key] = BY_KEY[key].format(value)
-        return document.dumps().encode("iso-8859-1", "backslashreplace")
+    def _generated_store(self, values: dict[str, bool | int | str]) -> bytes:
+        """The config store with ``values`` set when there is no file to merge into: what
+        GET_NAMESRV_CONFIG reports, as Java writes it, but for pynamesrv's own keys that only
+        a start sets (httpPort, pidFile, logFile, journalDir, ...): the file is read again
+        only when it is passed as ``-c``, and then those would override the command line's
+        choice silently."""
+        java_keys = self.java_keys()
+        stored = {
+            key: self.config.text(key)  # unmasked
+            for key in self.properties()
+            if key in java_keys or key in self.file_properties or BY_KEY[key].remote
+        }
+        stored.update({k: BY_KEY[k].format(v) for k, v in values.items()})
+        return format_properties(stored)
 
 
 def _read_store(path: Path) -> tuple[str, dict[str, str]]:

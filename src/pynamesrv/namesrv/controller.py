@@ -40,12 +40,12 @@ from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.journal import Journal, JournalDamage, instance_dir_name
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
-from pynamesrv.namesrv.processor import DefaultRequestProcessor
+from pynamesrv.namesrv.processor import DefaultRequestProcessor, FileData
 from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
-from pynamesrv.remoting.codes import ResponseCode, Version
+from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.fdbudget import open_file_limit, remoting_cap
 from pynamesrv.remoting.logtext import name
@@ -57,6 +57,14 @@ log = logging.getLogger("pynamesrv")
 
 FIRST_SCAN_DELAY_S: Final = 5.0
 MAX_EXPIRY_DELAY_S: Final = 1.0  # an expired broker leaves the routes within this
+# ``lock_beside`` adds ``.lock``: the journal's instance directory holds ``writer.lock``
+# (readers take only ``events-*`` files).
+JOURNAL_LOCK_NAME: Final = "writer"
+# What a broker sends to stay routed: answered GO_AWAY during a drain, they still count as
+# a sign of life (the broker is up; it registers elsewhere).
+_LIVENESS_CODES: Final = frozenset(
+    {RequestCode.REGISTER_BROKER, RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION}
+)
 KV_PRINT_FIRST_S: Final = 60.0
 KV_PRINT_PERIOD_S: Final = 600.0
 
@@ -112,14 +120,14 @@ class ListenError(OSError):
 
 
 class StateFileInUse(OSError):
-    """A state file (kvConfigPath, configStorePath) is locked by another running server, or
-    its lock cannot be taken; the message is the one line ``serve`` prints."""
+    """A state file (kvConfigPath, configStorePath) or the journal's instance directory is
+    locked by another running server, or its lock cannot be taken; the message is the one
+    line ``serve`` prints."""
 
-    def __init__(self, key: str, path: Path, cause: OSError) -> None:
+    def __init__(self, key: str, path: Path, cause: OSError, *, advice: str = "") -> None:
         if isinstance(cause, FileInUse):
-            text = (
-                f"{key} {path} is in use by another name server{cause.holder}: give each "
-                f"instance on this host its own {key}"
+            text = f"{key} {path} is in use by another name server{cause.holder}: " + (
+                advice or f"give each instance on this host its own {key}"
             )
         else:
             text = f"cannot lock {key} {path}: {path_problem(path, cause)}"
@@ -226,6 +234,7 @@ class NamesrvController:
         self.port = 0
         self.bound_host = ""
         self._locks: list[int] = []  # flock descriptors of the state files, held while running
+        self._journal_locked = False  # the journal's instance directory is among them
         self._bound = False
         self._served = False
         self.journal: Journal | None = None
@@ -237,6 +246,8 @@ class NamesrvController:
         self._window_start_ms = 0
         self._stopped = False
         self.going_away = False  # a graceful shutdown answers new clients GO_AWAY
+        # Connections answered GO_AWAY: their close is the drain's doing, not the brokers'.
+        self._sent_away: set[Connection] = set()
         self._timers: list[asyncio.Task[None]] = []
         self.notifier = MinBrokerIdNotifier(
             self.config, self.config.rocketmq_remoting_version, send=notify_send
@@ -288,6 +299,10 @@ class NamesrvController:
                 for leftover in remove_leftovers(Path(path)):
                     log.info("removed %s, left by an interrupted write", leftover)
             self.kv.load(Path(self.config.kv_config_path))
+            if self.config.journal_enable and (
+                self.config.instance_name or self.config.listen_port != 0
+            ):  # before recovery reads it; a directory not there yet is locked at its creation
+                self._lock_journal(self._instance_on(self.config.listen_port), create=False)
             if self.config.journal_enable and self.config.warm_restart:
                 await self._recover()
             try:
@@ -318,10 +333,36 @@ class NamesrvController:
             except OSError as exc:
                 raise StateFileInUse(key, path, exc) from exc
 
+    def _lock_journal(self, instance: str, *, create: bool) -> None:
+        """Own the journal's instance directory (``<journalDir>/<instance>/writer.lock``,
+        held while the server runs): two servers with the same instanceName and journal root
+        would append to the same hour files, and each recover routes only the other saw.
+        Taken before recovery reads the directory; one that does not exist yet (nothing to
+        recover) is created and locked when the journal starts (``create``), so a refused
+        start still writes nothing. ``StateFileInUse`` names the directory."""
+        if self._journal_locked:
+            return
+        directory = self.journal_root / instance_dir_name(instance)
+        if not create and not directory.is_dir():
+            return
+        try:
+            self._locks.append(lock_beside(directory / JOURNAL_LOCK_NAME))
+        except FileInUse as exc:
+            raise StateFileInUse(
+                "journal",
+                directory,
+                exc,
+                advice="give each name server its own instanceName (or journalDir)",
+            ) from exc
+        except OSError as exc:
+            raise PathError("journalDir", self.journal_root, exc) from exc
+        self._journal_locked = True
+
     def _unlock_state_files(self) -> None:
         for fd in self._locks:
             unlock(fd)
         self._locks = []
+        self._journal_locked = False
 
     async def serve(self) -> None:
         """Start the journal, accept on the bound port, log boot success, start the timers."""
@@ -332,6 +373,7 @@ class NamesrvController:
         # The journal (named after the port) is listening before the first request: a
         # recovered broker registering at once is journaled after its broker_recovered line.
         if self.config.journal_enable:
+            self._lock_journal(self.instance, create=True)
             try:
                 await self._start_journal()
             except OSError as exc:
@@ -374,8 +416,9 @@ class NamesrvController:
             status = self.access.status()
             log.info(
                 "admin writes need a signature of an admin account (aclFile %s: %d accounts, "
-                "%d admin); registration %s, reads %s; a live broker's name moves or is "
-                "unregistered only from its own connection or with a bound or admin signature",
+                "%d admin); registration %s, reads %s; a live broker's entry changes from "
+                "another connection only with its bound account's signature, and is "
+                "unregistered only over its own connection while that is open",
                 status["aclFile"],
                 status["accounts"],
                 status["admins"],
@@ -581,6 +624,11 @@ class NamesrvController:
         return answer
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
+        if conn in self._sent_away:
+            # We told it to go: its brokers stay until the stop's snapshot (the warm restart
+            # keeps them as a plain stop does); their new connection goes elsewhere.
+            self._sent_away.discard(conn)
+            return
         self.on_events(self.routes.on_channel_closed(conn, reason))
 
     async def _expiry_loop(self) -> None:
@@ -595,13 +643,19 @@ class NamesrvController:
             interval_s = self.config.scan_not_active_broker_interval / 1000  # live setting
             delay = min(interval_s, MAX_EXPIRY_DELAY_S)
             deadline = self.routes.next_expiry_ms()
-            if deadline is not None:
+            if deadline is not None and not self.going_away:  # a drain expires nothing
                 delay = min(delay, max(deadline - self.clock_ms() + 1, 0) / 1000)
             await asyncio.sleep(delay)
 
     def scan_expired(self, at_ms: int | None = None) -> None:
         """Expire the brokers past their deadline at ``at_ms`` (default: now) and close the
-        connections left without a broker, as Java's scanNotActiveBroker does."""
+        connections left without a broker, as Java's scanNotActiveBroker does.
+
+        Not while draining: the GO_AWAY answers keep the brokers' heartbeats from landing,
+        and the server must not expire (and journal the removal of) what it sent away itself.
+        """
+        if self.going_away:
+            return
         events, channels = self.routes.expire(self.clock_ms() if at_ms is None else at_ms)
         self.on_events(events)
         for channel in channels:
@@ -619,8 +673,14 @@ class NamesrvController:
 
     # ------------------------------------------------------------------ persistence
 
-    async def _write_file(self, path: Path, data: bytes) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, atomic_write, path, data)
+    async def _write_file(self, path: Path, data: FileData) -> None:
+        """Write a persisted file on the writer thread; ``data`` made there when it is a
+        function (read, merge and write in one go, in order with the other writes)."""
+
+        def write() -> None:
+            atomic_write(path, data() if callable(data) else data)
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, write)
 
     # ------------------------------------------------------------------ events
 
@@ -663,6 +723,17 @@ class NamesrvController:
     def _handle_going_away(self, request: RemotingCommand, conn: Connection) -> Answer:
         if request.version <= Version.V5_3_1:
             return self.handle(request, conn)
+        self._sent_away.add(conn)
+        if request.code in _LIVENESS_CODES:
+            # Not handled (Java does not), but the broker proved it is alive: its last
+            # heartbeat is now, so the stop's snapshot and the warm restart keep it.
+            self.on_events(
+                self.routes.broker_heartbeat(
+                    request.field("clusterName") or "",
+                    request.field("brokerAddr") or "",
+                    self.clock_ms(),
+                )
+            )
         if request.is_oneway:  # Java neither answers nor handles it
             return None
         self.stats.count_error_answer(request.code, ResponseCode.GO_AWAY)

@@ -160,7 +160,7 @@ class MinBrokerIdNotifier:
                         "NOTIFY_MIN_BROKER_ID_CHANGE to %s failed after %d attempts: %s",
                         name(addr),
                         MAX_ATTEMPTS,
-                        error,
+                        name(error),
                     )
                 self.changed.set()
         finally:
@@ -193,7 +193,10 @@ class MinBrokerIdNotifier:
                     return None
                 error = f"answered code {answer.code} {answer.remark or ''}".rstrip()
             log.debug(
-                "NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s", name(addr), attempt + 1, error
+                "NOTIFY_MIN_BROKER_ID_CHANGE to %s, attempt %d: %s",
+                name(addr),
+                attempt + 1,
+                name(error),
             )
         return error
 

@@ -157,12 +157,17 @@ def _required(value: Any, name: str) -> Any:
     return value
 
 
+# What a persisted change writes: the bytes, or how to make them off the event loop just
+# before the write (the config store merges into the file as it is on disk then).
+FileData = bytes | Callable[[], bytes]
+
+
 @dataclass(slots=True)
 class _Write:
     """A planned change of a persisted file: the bytes, and what makes it live after."""
 
     path: Path
-    data: bytes
+    data: FileData
     apply: Callable[[], list[Event]]
     remark: str | None = None
 
@@ -182,7 +187,7 @@ class DefaultRequestProcessor:
         registry: ConfigRegistry,
         *,
         on_events: Callable[[list[Event]], None],
-        write_file: Callable[[Path, bytes], Awaitable[None]],
+        write_file: Callable[[Path, FileData], Awaitable[None]],
         stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         max_inflated: int = 4 * 16 * 1024 * 1024,
@@ -779,7 +784,7 @@ class DefaultRequestProcessor:
             raise RequestError(_REFUSAL_CODES[exc.reason], exc.message) from exc
         later = update.restart_keys()
         remark = f"applies at the next restart: {','.join(later)}" if later else None
-        return _Write(update.path, update.file_bytes, lambda: self.registry.commit(update), remark)
+        return _Write(update.path, update.render, lambda: self.registry.commit(update), remark)
 
     def get_config(self, request: RemotingCommand, channel: object) -> Answer:
         return self._ok(request, format_properties(self.registry.properties()))

@@ -319,9 +319,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _key("useEpollNativeSelector", B, NEVER, True, "4.9.4",
          "no effect: uvloop uses epoll whenever it runs on Linux"),
     _key("serverNettyWorkerGroupEnable", B, NEVER, True, "5.x", _NO_NETTY),
-    _key("enableShutdownGracefully", B, LIVE, True, "5.x",
+    _key("enableShutdownGracefully", B, LIVE, False, "5.x",
          "On SIGTERM or SIGINT, keep serving for shutdownWaitTimeSeconds before closing the "
-         "port (a second signal stops at once)."),
+         "port (a second signal stops at once). Brokers are neither expired nor removed by "
+         "the close of a connection answered GO_AWAY while it drains. Not remotely writable: "
+         "it changes what every restart does."),
     _key("shutdownWaitTimeSeconds", N, LIVE, False, "5.x",
          "How long a graceful shutdown keeps serving (answering GO_AWAY to clients newer "
          "than 5.3.1). Not remotely writable: a remote writer could hold every restart for "

@@ -2,7 +2,9 @@
 
 Broker and cluster names, topics, addresses and KV keys come from whoever reaches the port:
 logged raw, a name with a newline forges a second log line, and a megabyte name makes a
-megabyte line. Every such value passes ``shown`` on its way into a log line or a remark.
+megabyte line. Every such value passes ``shown`` on its way into a log line or a remark:
+the one helper for it (connection peers too, which a PROXY header names, and exception
+texts that may quote what a peer sent).
 """
 
 from __future__ import annotations

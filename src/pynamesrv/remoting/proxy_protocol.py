@@ -12,6 +12,11 @@ with 0x16; a v1 header starts with ``PROXY `` and a v2 header with a 12-byte sig
 starting ``\\r\\n``. So the first byte decides in practice, and only a prefix of a
 signature asks for more bytes.
 
+Addresses are checked strictly, since they end up in log lines and ACL address checks: a
+v1 line holds printable ASCII only, and an address with an IPv6 zone id (``fe80::1%eth0``;
+Python's parser takes any text after the ``%``, a line break included) is refused, as no
+load balancer sends one. v2 addresses are binary and cannot carry one.
+
 Memory is bounded: a v1 header is at most 107 bytes (the spec's limit), a v2 header at most
 ``16 + MAX_V2_PAYLOAD``; longer is an error, so a peer cannot make us buffer a header forever
 (the caller also times it with ``frameReadTimeoutSeconds``).
@@ -94,6 +99,8 @@ def _parse_v1(data: bytes) -> ProxyHeader | None:
         text = line.decode("ascii")
     except UnicodeDecodeError:
         raise ProxyHeaderError("v1 header is not ASCII") from None
+    if not text.isprintable():  # a lone LF, a tab, NUL...: the spec has single spaces only
+        raise ProxyHeaderError(f"v1 header {_shown(text)} holds control characters")
     parts = text.split(" ")
     if parts[0] == "UNKNOWN":  # the rest, if any, is ignored (the spec says so)
         return ProxyHeader(1, None, end + 2)
@@ -102,6 +109,10 @@ def _parse_v1(data: bytes) -> ProxyHeader | None:
     family, src, _dst, sport, dport = parts
     want = ipaddress.IPv4Address if family == "TCP4" else ipaddress.IPv6Address
     for address in (src, _dst):
+        if "%" in address:  # Python accepts any text after it as an IPv6 zone id
+            raise ProxyHeaderError(
+                f"v1 header: {_shown(address)} has a zone id (a PROXY address names no interface)"
+            )
         try:
             want(address)
         except ValueError:

@@ -64,6 +64,7 @@ from pynamesrv.remoting.codec import (
     encode,
 )
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.logtext import NAME_MAX, shown
 from pynamesrv.remoting.proxy_protocol import (
     Detection,
     ProxyHeader,
@@ -279,7 +280,10 @@ class Connection(asyncio.Protocol):
                 break
             except Exception as exc:  # a decoder bug: close, but keep the answers so far
                 log.error(
-                    "decoding a frame from %s failed: %s: %s", self.peer, type(exc).__name__, exc
+                    "decoding a frame from %s failed: %s: %s",
+                    shown(self.peer),
+                    type(exc).__name__,
+                    shown(exc, NAME_MAX),
                 )
                 error = FrameError(f"undecodable frame ({type(exc).__name__})")
                 break
@@ -300,7 +304,7 @@ class Connection(asyncio.Protocol):
                         "encoding the answer to code %s failed: %s: %s",
                         command.code,
                         type(exc).__name__,
-                        exc,
+                        shown(exc, NAME_MAX),
                     )
                     error = FrameError("unanswerable request")
                     break
@@ -319,7 +323,12 @@ class Connection(asyncio.Protocol):
         try:
             command = await answer
         except Exception as exc:  # handlers answer their own errors; this is a bug
-            log.error("answering %s failed: %s: %s", self.peer, type(exc).__name__, exc)
+            log.error(
+                "answering %s failed: %s: %s",
+                shown(self.peer),
+                type(exc).__name__,
+                shown(exc, NAME_MAX),
+            )
             command = None
         self._waiting = None
         if not self.is_open:
@@ -329,7 +338,10 @@ class Connection(asyncio.Protocol):
                 self._send(encode(command))
             except Exception as exc:
                 log.error(
-                    "encoding an answer to %s failed: %s: %s", self.peer, type(exc).__name__, exc
+                    "encoding an answer to %s failed: %s: %s",
+                    shown(self.peer),
+                    type(exc).__name__,
+                    shown(exc, NAME_MAX),
                 )
         self._serve_backlog()
 
@@ -427,13 +439,17 @@ class Connection(asyncio.Protocol):
         tls = self.server.tls
         if data[0] != HANDSHAKE_RECORD:
             if tls is not None and tls.mode is TlsMode.ENFORCING:
-                log.info("closing %s: plain text refused (tls.server.mode=enforcing)", self.peer)
+                log.info(
+                    "closing %s: plain text refused (tls.server.mode=enforcing)", shown(self.peer)
+                )
                 self.close(ERROR)
                 return b""
             self._inbound = None
             return data
         if tls is None or tls.mode is TlsMode.DISABLED:
-            log.info("closing %s: TLS handshake refused (tls.server.mode=disabled)", self.peer)
+            log.info(
+                "closing %s: TLS handshake refused (tls.server.mode=disabled)", shown(self.peer)
+            )
             self.close(ERROR)
             return b""
         context = tls.context()
@@ -441,7 +457,7 @@ class Connection(asyncio.Protocol):
             log.warning(
                 "closing %s: TLS handshake refused: no certificate configured "
                 "(set tls.server.certPath and tls.server.keyPath)",
-                self.peer,
+                shown(self.peer),
             )
             self.close(ERROR)
             return b""
@@ -464,7 +480,7 @@ class Connection(asyncio.Protocol):
             plain = tls.receive(data)
         except TlsError as exc:
             self._flush_tls(tls)  # the alert that tells the peer why
-            log.info("closing %s: %s", self.peer, exc)
+            log.info("closing %s: %s", shown(self.peer), shown(exc, NAME_MAX))
             self.close(ERROR)
             return b""
         self._flush_tls(tls)
@@ -487,7 +503,7 @@ class Connection(asyncio.Protocol):
         try:
             records = tls.encrypt(data)
         except TlsError as exc:
-            log.info("closing %s: %s", self.peer, exc)
+            log.info("closing %s: %s", shown(self.peer), shown(exc, NAME_MAX))
             self.close(ERROR)
             return
         if self.transport is not None:
@@ -605,7 +621,7 @@ class Connection(asyncio.Protocol):
             )
             self.close(ERROR)
         elif limits.idle_seconds > 0 and now - self.last_activity >= limits.idle_seconds:
-            log.info("closing %s: idle for %ss", self.peer, limits.idle_seconds)
+            log.info("closing %s: idle for %ss", shown(self.peer), limits.idle_seconds)
             self.close(IDLE)
         else:
             self._arm_timer()
@@ -656,9 +672,9 @@ class RemotingServer:
         more = self.refused[reason] - count_then - 1
         log.warning(
             "closing %s (%s)%s%s",
-            peer,
+            shown(peer),
             reason,
-            f": {detail}" if detail else "",
+            f": {shown(detail, NAME_MAX)}" if detail else "",
             f"; {more} more since the last such line" if more > 0 else "",
         )
         self._refusals_logged[reason] = (now, self.refused[reason])
