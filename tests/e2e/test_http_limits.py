@@ -129,6 +129,7 @@ async def test_remoting_accepts_while_http_is_flooded_under_a_low_fd_limit(
         http_port = probe.getsockname()[1]
     config.write_text(
         f"kvConfigPath={tmp_path / 'kv.json'}\nhttpPort={http_port}\nhttpHeaderTimeoutSeconds=600\n"
+        "httpMaxConnectionsPerSource=1000\n"  # every connection comes from 127.0.0.1 here
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pynamesrv", "serve", "-c", str(config), "--listen", "127.0.0.1",

@@ -7,7 +7,6 @@ so one vocabulary covers the whole API.
 
 from __future__ import annotations
 
-import heapq
 import re
 from typing import TYPE_CHECKING, Any, Final
 
@@ -15,6 +14,7 @@ from pynamesrv import __version__
 from pynamesrv.remoting.codes import MASTER_ID, Perm
 
 if TYPE_CHECKING:
+    from pynamesrv.http.search import Found
     from pynamesrv.namesrv.view import NamesrvView
 
 DEFAULT_TOPIC_LIMIT: Final = 100
@@ -130,16 +130,10 @@ def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
     return {"nowMs": now_ms, "clusters": clusters}
 
 
-def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
-    """Topics whose name contains ``query`` (any case), first ``limit`` by name.
-
-    ``heapq.nsmallest`` keeps this O(n log limit): a page refreshing every few seconds over
-    100,000 topics must not sort them all each time.
-    """
-    needle = query.lower()
-    names = view.topic_names()
-    matched = [t for t in names if needle in t.lower()] if needle else list(names)
-    shown = heapq.nsmallest(limit, matched)
+def topics_view(view: NamesrvView, found: Found) -> dict[str, Any]:
+    """The topics a search found (``search.find_topics``: the first ``limit`` by name of those
+    whose name contains the query), with their queues as of now."""
+    shown = found.names
     topics = []
     for topic in shown:
         queue_datas = view.topic_queues(topic)
@@ -166,8 +160,8 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
         )
     return {
         "total": view.topic_count(),
-        "matched": len(matched),
-        "truncated": len(matched) > len(shown),
+        "matched": found.matched,
+        "truncated": found.matched > len(shown),
         "topics": topics,
     }
 

@@ -425,6 +425,17 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "An HTTP request (its headers, and a body if any) must arrive within this many "
          "seconds of its first byte, and a new connection must start its first request "
          "within it; else the connection is closed.", minimum=1, maximum=3600),
+    _key("httpKeepAliveSeconds", N, RESTART, False, "pynamesrv",
+         "An idle keep-alive HTTP connection is closed after this many seconds without a "
+         "request.", minimum=1, maximum=3600),
+    _key("httpMaxConnectionsPerSource", N, RESTART, False, "pynamesrv",
+         "Open HTTP connections from one address (loopback and proxies included); a new one "
+         "past it closes that address's oldest idle keep-alive connection, or is answered 503 "
+         "and closed when none is idle.", minimum=1, maximum=1_000_000),
+    _key("httpMaxSearches", N, RESTART, False, "pynamesrv",
+         "Topic searches (/api/topics, the status page's topic list) running at once; more "
+         "are answered 429. A search scans the topics in slices of a few milliseconds, route "
+         "queries answered between them.", minimum=1, maximum=64),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
          "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
