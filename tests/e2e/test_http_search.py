@@ -75,7 +75,7 @@ async def test_a_route_query_is_answered_while_a_large_search_runs(
 async def test_searches_past_the_cap_are_answered_429(
     start_namesrv: Any, http_of: HttpOf, one_name_slices: None
 ) -> None:
-    ctrl, http, client = await _routed(start_namesrv, http_of, httpMaxSearches=1)
+    _, http, client = await _routed(start_namesrv, http_of, httpMaxSearches=1)
     try:
         first = asyncio.create_task(get_json(http.port, "/api/topics?q=T"))
         await wait_for(lambda: http.searches.running == 1, "the first search running")
