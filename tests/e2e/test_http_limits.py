@@ -280,3 +280,27 @@ async def test_one_address_holds_at_most_its_share_loopback_included(
     assert (await third[0].readuntil(b"live")).startswith(b"HTTP/1.1 200 OK")
     assert http.guard.refused["idle_shed"] == 1
     assert http.guard.refused["max_per_source"] == 1
+
+
+async def test_a_flood_of_http_requests_waits_for_the_budget_and_routes_are_answered(
+    start_namesrv: Any, http_of: HttpOf, streams: list[Streams]
+) -> None:
+    """64 connections asking back to back put 64 requests in every turn of the loop the
+    route queries share: the whole port reads httpMaxRequestsPerSecond. A pipelined batch
+    spends the budget (here for a minute), then the next connection's request waits unread,
+    and a route query is answered meanwhile."""
+    ctrl = await start_namesrv(httpMaxRequestsPerSecond=1, httpHeaderTimeoutSeconds=600)
+    http = await http_of(ctrl)
+    batch = 80
+    flood = await connect(
+        http.port, streams, b"GET /healthz/live HTTP/1.1\r\nHost: x\r\n\r\n" * batch
+    )
+    answers = b""
+    while answers.count(b"live") < batch:  # every request of the batch answered, one a turn
+        answers += await asyncio.wait_for(flood[0].read(65536), 30)
+    late, _ = await connect(http.port, streams, b"GET /healthz/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    await wait_for(lambda: http.guard.budget.waiting == 1, "the late request waiting")
+    answer = await query_route(ctrl.port, "NoSuchTopic")
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    assert not late.at_eof() and len(late._buffer) == 0  # type: ignore[attr-defined]
+    assert http.guard.budget.deferred == 1

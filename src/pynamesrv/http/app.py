@@ -115,6 +115,7 @@ class HttpServer:
                 header_timeout_s=view.http_header_timeout_s,
                 keepalive_s=view.http_keep_alive_s,
                 max_per_source=view.http_max_connections_per_source,
+                max_requests_per_s=view.http_max_requests_per_s,
             )
         )
         self.searches = SearchGate(view.http_max_searches)
@@ -129,7 +130,7 @@ class HttpServer:
         self.app = self._build_app()
 
     def _build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._reserve_only])
+        app = web.Application(middlewares=[self._admission])
         app.on_response_prepare.append(self._common_headers)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/healthz", self.healthz)
@@ -201,6 +202,7 @@ class HttpServer:
 
     async def stop(self) -> None:
         """Close the port and the open connections; calling it again does nothing."""
+        self.guard.budget.close()
         for listener in self._listeners:
             listener.close()
         if self._runner is not None:
@@ -218,9 +220,14 @@ class HttpServer:
     # ------------------------------------------------------------------ handlers
 
     @web.middleware
-    async def _reserve_only(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """A connection in the guard's reserve (every other slot was busy) may ask for the
+    async def _admission(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every request takes a turn of the loop first: aiohttp handles the requests one
+        connection pipelined back to back without yielding, and 1,000 tiny ones in one read
+        would hold the loop the remoting port shares for as long as they all take.
+
+        A connection in the guard's reserve (every other slot was busy) may ask for the
         health checks and the metrics, once; anything else is answered 503."""
+        await asyncio.sleep(0)
         if not self.guard.is_reserved(request.transport):
             return await handler(request)
         if request.path in RESERVED_PATHS:

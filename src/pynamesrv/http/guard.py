@@ -18,6 +18,8 @@ protocol:
   reserve it is answered 503 and closed at once;
 * one address (loopback too) holds at most ``max_per_source`` connections: past it, a new one
   closes that address's oldest idle connection, or is answered 503 and closed;
+* the whole port reads at most ``max_requests_per_s`` requests a second (``budget.py``): past
+  it, a connection with bytes to read is paused and waits its turn;
 * a request's bytes (its head, and a body if any) must arrive within ``header_timeout_s`` of
   the read that started it, and a new connection must start its first request within it;
 * a request may hold at most ``MAX_REQUEST_BYTES`` (nothing served here reads a body);
@@ -44,6 +46,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
 
+from pynamesrv.http.budget import RequestBudget
 from pynamesrv.remoting.ratelog import RateLimitedLog
 
 log = logging.getLogger("pynamesrv.http")
@@ -95,6 +98,7 @@ class HttpLimits:
     header_timeout_s: float = 10.0
     keepalive_s: float = 15.0
     max_per_source: int = 32
+    max_requests_per_s: float = 200.0
 
     def handler_args(self) -> dict[str, Any]:
         """aiohttp's own limits, as ``RequestHandler`` keyword arguments."""
@@ -114,6 +118,7 @@ class HttpGuard:
 
     def __init__(self, limits: HttpLimits) -> None:
         self.limits = limits
+        self.budget = RequestBudget(limits.max_requests_per_s)
         self.open = 0  # the reserve's included
         self.refused: Counter[str] = Counter()
         self.per_source: Counter[str] = Counter()
@@ -203,6 +208,7 @@ class GuardedConnection(asyncio.Protocol):
         self.source = "?"
         self._timer: asyncio.TimerHandle | None = None
         self._pending = 0  # bytes since the last request head completed
+        self._held: bytearray | None = None  # read while the request budget was spent
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         tcp = cast(asyncio.Transport, transport)
@@ -253,6 +259,7 @@ class GuardedConnection(asyncio.Protocol):
             and not transport.is_closing()
             and inner._request_count > 0
             and self._pending == 0
+            and self._held is None
             and not inner._messages
             and not inner._request_in_progress
             and transport.get_write_buffer_size() == 0
@@ -265,6 +272,28 @@ class GuardedConnection(asyncio.Protocol):
         self._release()
 
     def data_received(self, data: bytes) -> None:
+        if self.inner is None:
+            return
+        if self._held is not None:  # reading is paused; bytes already on their way
+            self._held += data
+            return
+        budget = self.guard.budget
+        if not budget.allows() and self.transport is not None:
+            self._held = bytearray(data)
+            self.transport.pause_reading()
+            budget.wait(self)
+            return
+        self._feed(data)
+
+    def resume_from_budget(self) -> None:
+        """The request budget has a token for this connection: read what waited, go on."""
+        held, self._held = self._held, None
+        if self.transport is None or held is None:
+            return
+        self.transport.resume_reading()
+        self._feed(bytes(held))
+
+    def _feed(self, data: bytes) -> None:
         inner = self.inner
         if inner is None:
             return
@@ -272,6 +301,7 @@ class GuardedConnection(asyncio.Protocol):
         heads = inner._request_count
         inner.data_received(data)
         heads = inner._request_count - heads
+        self.guard.budget.spend(heads)
         if heads:  # a request's head arrived: the next one's time starts with its bytes
             self._pending = 0
             self._disarm()

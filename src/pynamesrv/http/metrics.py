@@ -332,7 +332,10 @@ def _http_families(guard: HttpGuard) -> Iterator[Metric]:
     )
     refused = CounterMetricFamily(
         "pynamesrv_http_refused",
-        "HTTP connections closed by a limit, by reason: max_connections (answered 503), "
+        "HTTP connections closed by a limit, by reason: max_connections (every slot and the "
+        "health reserve busy, or a reserved slot asked for something else: answered 503), "
+        "max_per_source (httpMaxConnectionsPerSource from one address, none idle: answered "
+        "503), idle_shed (an idle keep-alive connection closed to make room for a new one), "
         "header_timeout (a request incomplete after httpHeaderTimeoutSeconds), too_large, "
         "bad_request (aiohttp's parser refused the head: answered 400).",
         labels=["reason"],
@@ -340,6 +343,17 @@ def _http_families(guard: HttpGuard) -> Iterator[Metric]:
     for reason in sorted(set(HTTP_REFUSAL_REASONS) | set(guard.refused)):
         refused.add_metric([reason], guard.refused.get(reason, 0))
     yield refused
+    yield CounterMetricFamily(
+        "pynamesrv_http_requests_deferred",
+        "Times an HTTP connection stopped being read because the port's request budget "
+        "(httpMaxRequestsPerSecond) was spent; it is read again in its turn.",
+        value=guard.budget.deferred,
+    )
+    yield GaugeMetricFamily(
+        "pynamesrv_http_requests_waiting",
+        "HTTP connections waiting for the request budget now.",
+        value=guard.budget.waiting,
+    )
 
 
 def _search_families(searches: SearchGate) -> Iterator[Metric]:

@@ -31,6 +31,7 @@ from typing import Final, Protocol
 
 SLICE_S: Final = 0.002  # one slice of a scan, then the loop serves what waits
 CHUNK: Final = 512  # names between two looks at the clock (~0.1-0.3 ms)
+SHARE: Final = 0.2  # of the loop's time one search may use (it rests 4x each slice)
 MAX_RESTARTS: Final = 2
 
 
@@ -100,8 +101,12 @@ async def _walk(names: Iterator[str], scan: _Scan, topics: Topics, version: int 
         if not part:
             return True
         scan.feed(part)
-        if time.perf_counter() - started >= SLICE_S:
-            await asyncio.sleep(0)
+        spent = time.perf_counter() - started
+        if spent >= SLICE_S:
+            # Rest in proportion: each search uses at most SHARE of the loop's time, so a
+            # search storm cannot take the CPU the routes need (a slice alone bounds only
+            # how long one route query waits, not how often).
+            await asyncio.sleep(spent * (1 / SHARE - 1))
             if version is not None and topics.routes_version != version:
                 return False
             started = time.perf_counter()

@@ -133,6 +133,10 @@ class NamesrvView:
         return self._ctrl.config.http_max_connections_per_source
 
     @property
+    def http_max_requests_per_s(self) -> float:
+        return float(self._ctrl.config.http_max_requests_per_second)
+
+    @property
     def http_max_searches(self) -> int:
         return self._ctrl.config.http_max_searches
 
