@@ -6,8 +6,10 @@ topics back to back cut route answers to 5 %, and with 1,000,000 topics one rout
 17 s (issue 32). So a search is work done in slices:
 
 * it walks the live topic table in chunks of ``CHUNK`` names and yields to the loop once a
-  slice has run ``SLICE_S`` (a few ms): a route query that arrives meanwhile waits at most one
-  slice per running search;
+  slice has run ``SLICE_S`` (1 ms): a route query that arrives meanwhile waits at most one
+  slice per running search; then it rests nine times as long (``SHARE``), so searches cannot
+  take the CPU the routes need either (a slice bounds how long one route query waits, the
+  rest how often);
 * at most ``httpMaxSearches`` searches run at once (``SearchGate``), more are refused (429),
   so the wait of a route query stays bounded by (searches running) x ``SLICE_S`` whatever the
   number of connections;
@@ -29,9 +31,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Final, Protocol
 
-SLICE_S: Final = 0.002  # one slice of a scan, then the loop serves what waits
+SLICE_S: Final = 0.001  # one slice of a scan, then the loop serves what waits
 CHUNK: Final = 512  # names between two looks at the clock (~0.1-0.3 ms)
-SHARE: Final = 0.2  # of the loop's time one search may use (it rests 4x each slice)
+SHARE: Final = 0.1  # of the loop's time one search may use (it rests 9x each slice)
 MAX_RESTARTS: Final = 2
 
 
@@ -103,9 +105,7 @@ async def _walk(names: Iterator[str], scan: _Scan, topics: Topics, version: int 
         scan.feed(part)
         spent = time.perf_counter() - started
         if spent >= SLICE_S:
-            # Rest in proportion: each search uses at most SHARE of the loop's time, so a
-            # search storm cannot take the CPU the routes need (a slice alone bounds only
-            # how long one route query waits, not how often).
+            # Rest in proportion: each search uses at most SHARE of the loop's time.
             await asyncio.sleep(spent * (1 / SHARE - 1))
             if version is not None and topics.routes_version != version:
                 return False
