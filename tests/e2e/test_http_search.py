@@ -82,12 +82,15 @@ async def test_searches_past_the_cap_are_answered_429(
         status, busy = await get_json(http.port, "/api/topics?q=T0")
         assert status == 429
         assert busy == {
-            "error": "1 topic searches are running (httpMaxSearches 1); retry in a moment"
+            "error": "1 topic searches or broker listings are running (httpMaxSearches 1); "
+            "retry in a moment"
         }
+        status, _ = await get_json(http.port, "/api/clusters")  # the same cap
+        assert status == 429
         status, data = await first
         assert (status, data["matched"]) == (200, TOPICS)
         samples, _ = await scrape(http.port)
-        assert value(samples, "pynamesrv_http_searches_refused_total") == 1
+        assert value(samples, "pynamesrv_http_searches_refused_total") == 2
         assert value(samples, "pynamesrv_http_searches_running") == 0
         # The cap is on searches at once, not in all: the next one is answered.
         status, data = await get_json(http.port, "/api/topics?q=T0")

@@ -93,6 +93,13 @@ def _peer_of(request: web.Request) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
 
 
+def _busy(busy: SearchBusy) -> web.Response:
+    """429: ``httpMaxSearches`` scans run already; the page retries at its next refresh."""
+    response = _json({"error": str(busy)}, status=429)
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     # brokerAddrs has int keys (broker ids), as in the route body.
     body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
@@ -278,7 +285,11 @@ class HttpServer:
         return _json(status)
 
     async def api_clusters(self, request: web.Request) -> web.Response:
-        return _json(views.clusters_view(self.view, _now_ms()))
+        try:
+            with self.searches.enter():
+                return _json(await views.clusters_view(self.view, _now_ms()))
+        except SearchBusy as busy:
+            return _busy(busy)
 
     async def api_topics(self, request: web.Request) -> web.Response:
         query = request.query.get("q", "")
@@ -291,9 +302,7 @@ class HttpServer:
             with self.searches.enter():
                 found = await find_topics(self.view, query, limit)
         except SearchBusy as busy:
-            response = _json({"error": str(busy)}, status=429)
-            response.headers["Retry-After"] = "1"
-            return response
+            return _busy(busy)
         return _json(views.topics_view(self.view, found))
 
     async def api_route(self, request: web.Request) -> web.Response:

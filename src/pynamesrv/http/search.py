@@ -38,12 +38,13 @@ MAX_RESTARTS: Final = 2
 
 
 class SearchBusy(Exception):
-    """``httpMaxSearches`` searches are running already."""
+    """``httpMaxSearches`` scans (searches, broker listings) are running already."""
 
 
 class SearchGate:
-    """How many searches run at once; one more is refused, not queued (a queue would let
-    the connections that fill it delay every later search without bound)."""
+    """How many scans (topic searches, /api/clusters) run at once; one more is refused, not
+    queued (a queue would let the connections that fill it delay every later scan without
+    bound)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -55,8 +56,8 @@ class SearchGate:
         if self.running >= self.limit:
             self.refused += 1
             raise SearchBusy(
-                f"{self.running} topic searches are running (httpMaxSearches {self.limit}); "
-                "retry in a moment"
+                f"{self.running} topic searches or broker listings are running "
+                f"(httpMaxSearches {self.limit}); retry in a moment"
             )
         self.running += 1
         try:
@@ -94,22 +95,35 @@ class _Scan:
             del best[self.limit :]
 
 
+class Slices:
+    """The pace of one scan on the serving loop: ``step`` after each piece of work; past
+    ``SLICE_S`` of work it rests in proportion (at most ``SHARE`` of the loop's time)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    async def step(self) -> bool:
+        """Whether it rested (the tables may have changed meanwhile)."""
+        spent = time.perf_counter() - self.started
+        if spent < SLICE_S:
+            return False
+        await asyncio.sleep(spent * (1 / SHARE - 1))
+        self.started = time.perf_counter()
+        return True
+
+
 async def _walk(names: Iterator[str], scan: _Scan, topics: Topics, version: int | None) -> bool:
     """Feed ``names`` to ``scan`` in slices; False if the tables changed from ``version`` at
     a yield (the caller starts over). ``version`` None: a copy is walked, nothing to check."""
-    started = time.perf_counter()
+    slices = Slices()
     while True:
         part = list(islice(names, CHUNK))
         if not part:
             return True
         scan.feed(part)
-        spent = time.perf_counter() - started
-        if spent >= SLICE_S:
-            # Rest in proportion: each search uses at most SHARE of the loop's time.
-            await asyncio.sleep(spent * (1 / SHARE - 1))
-            if version is not None and topics.routes_version != version:
-                return False
-            started = time.perf_counter()
+        rested = await slices.step()
+        if rested and version is not None and topics.routes_version != version:
+            return False
 
 
 class Topics(Protocol):

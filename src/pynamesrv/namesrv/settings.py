@@ -433,7 +433,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "past it closes that address's oldest idle keep-alive connection, or is answered 503 "
          "and closed when none is idle.", minimum=1, maximum=1_000_000),
     _key("httpMaxRequestsPerSecond", N, RESTART, False, "pynamesrv",
-         "HTTP requests read a second, all connections together (bursts of 16): past it a "
+         "HTTP requests read a second, all connections together (bursts of 4): past it a "
          "connection waits its turn unread, so a flood of HTTP requests slows HTTP, never "
          "the route answers of the remoting port. 200 serves 24,000 clients polling "
          "/rocketmq/nsaddr every 2 minutes.", minimum=1, maximum=1_000_000),
