@@ -86,7 +86,7 @@ async def test_tables_that_keep_changing_are_walked_from_a_copy(small_slices: No
             await asyncio.sleep(0)
             if stop.is_set():
                 return
-            table.change(add=f"new{n}", remove=f"t{n:03d}")
+            table.change(add=f"new{n}", remove=next(iter(table.table)))
             n += 1
 
     churning = asyncio.create_task(churn())
@@ -97,4 +97,3 @@ async def test_tables_that_keep_changing_are_walked_from_a_copy(small_slices: No
     # Only names still routed at the answer, in order, no duplicate.
     assert found.names == sorted(set(found.names))
     assert all(table.has_topic(t) for t in found.names)
-    assert found.names[-1] == "t199"
