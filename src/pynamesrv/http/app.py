@@ -13,7 +13,10 @@ Routes:
   /                         the status page (one self-contained HTML file)
 
 Everything is read-only and reads the controller's tables directly: one event loop owns
-them, so a handler sees a consistent state without locks or copies.
+them, so a handler sees a consistent state without locks or copies. The loop is the one that
+answers route queries, so nothing here may hold it: the port has budgets for the whole port
+(guard.py, budget.py), and the two scans (topic search, cluster listing) run in slices that
+start over if the tables change between two of them (search.py).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ whether a request is being handled, is read from its ``RequestHandler`` (``_requ
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -136,6 +137,16 @@ class HttpGuard:
         message = f"closing HTTP connection {peer} ({reason}): {detail}"
         self._log.hit(reason, logging.WARNING, message)
 
+    def deferred(self, peer: str) -> None:
+        """A connection waits for the request budget: logged at most once a minute."""
+        self._log.hit(
+            "request_budget",
+            logging.WARNING,
+            f"HTTP request budget spent (httpMaxRequestsPerSecond "
+            f"{self.limits.max_requests_per_s:g}): {peer} and {self.budget.waiting - 1} more "
+            "connections wait their turn",
+        )
+
     def is_reserved(self, transport: asyncio.BaseTransport | None) -> bool:
         return transport is not None and transport in self.reserved
 
@@ -188,13 +199,22 @@ def _peer(transport: asyncio.BaseTransport) -> str:
 
 
 def _source(transport: asyncio.BaseTransport) -> str:
-    """The peer's address without the port; an IPv4-mapped IPv6 address as plain IPv4, so
-    one host is one source on a dual-stack socket. Loopback is a source like any other."""
+    """The peer's address without the port: IPv4 as is (an IPv4-mapped IPv6 address too, so
+    one host is one source on a dual-stack socket), IPv6 by its /64 (one host commonly holds
+    a whole /64). Loopback is a source like any other."""
     peer = transport.get_extra_info("peername")
     if not isinstance(peer, tuple):
         return "?"
-    host = str(peer[0])
-    return host[7:] if host.startswith("::ffff:") and "." in host else host
+    host = str(peer[0]).split("%", 1)[0]  # a link-local address's zone
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return host
 
 
 class GuardedConnection(asyncio.Protocol):
@@ -282,6 +302,7 @@ class GuardedConnection(asyncio.Protocol):
             self._held = bytearray(data)
             self.transport.pause_reading()
             budget.wait(self)
+            self.guard.deferred(_peer(self.transport))
             return
         self._feed(data)
 

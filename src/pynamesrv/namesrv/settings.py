@@ -429,7 +429,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "An idle keep-alive HTTP connection is closed after this many seconds without a "
          "request.", minimum=1, maximum=3600),
     _key("httpMaxConnectionsPerSource", N, RESTART, False, "pynamesrv",
-         "Open HTTP connections from one address (loopback and proxies included); a new one "
+         "Open HTTP connections from one address (an IPv6 /64; loopback and proxies "
+         "included); a new one "
          "past it closes that address's oldest idle keep-alive connection, or is answered 503 "
          "and closed when none is idle.", minimum=1, maximum=1_000_000),
     _key("httpMaxRequestsPerSecond", N, RESTART, False, "pynamesrv",
