@@ -439,9 +439,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "the route answers of the remoting port. 200 serves 24,000 clients polling "
          "/rocketmq/nsaddr every 2 minutes.", minimum=1, maximum=1_000_000),
     _key("httpMaxSearches", N, RESTART, False, "pynamesrv",
-         "Topic searches (/api/topics, the status page's topic list) running at once; more "
-         "are answered 429. A search scans the topics in slices of a few milliseconds, route "
-         "queries answered between them.", minimum=1, maximum=64),
+         "Scans running at once: topic searches (/api/topics) and broker listings "
+         "(/api/clusters), the status page's data; more are answered 429. A scan walks the "
+         "tables in slices of 1 ms, resting 9 ms after each: route queries are answered "
+         "between them.", minimum=1, maximum=64),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
          "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
