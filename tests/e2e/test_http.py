@@ -26,6 +26,7 @@ from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.namesrv.events import BrokerRemoved
+from pynamesrv.namesrv.model import DataVersion
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
@@ -532,3 +533,24 @@ async def test_status_page_is_self_contained(namesrv: NamesrvController, http_of
     csp = headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "script-src 'sha256-" in csp
     assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_api_clusters_keeps_times_no_date_can_hold_exact(
+    start_namesrv: Any, http_of: HttpOf
+) -> None:
+    """dataVersion.timestamp is any Java long a broker sends (Long.MAX blanked the status
+    page): the JSON carries it exactly, for the page to show as out of range."""
+    ctrl = await start_namesrv()
+    http = await http_of(ctrl)
+    long_max = 2**63 - 1
+    client = broker(ctrl, "C", "broker-a", 0, 10911, {"A": (4, 4, 6)},
+                    data_version=DataVersion(timestamp=long_max, counter=3))  # fmt: skip
+    await start_all(client)
+    try:
+        status, data = await get_json(http.port, "/api/clusters")
+        assert status == 200
+        (entry,) = data["clusters"][0]["brokerGroups"][0]["brokers"]
+        assert entry["dataVersion"] == {"counter": 3, "timestamp": long_max}
+        assert entry["state"] == "live"
+    finally:
+        await client.stop()

@@ -22,6 +22,7 @@ from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.namesrv.model import DataVersion
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
@@ -41,6 +42,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 15_000
+JAVA_LONG_MAX = 2**63 - 1
 
 
 @pytest.fixture
@@ -75,7 +77,11 @@ async def browser_page(tmp_path: Path) -> AsyncIterator[Any]:
 
 
 def broker(
-    ctrl: NamesrvController, name: str, port: int, topics: dict[str, tuple[int, int, int]]
+    ctrl: NamesrvController,
+    name: str,
+    port: int,
+    topics: dict[str, tuple[int, int, int]],
+    **kwargs: Any,
 ) -> BrokerClient:
     return BrokerClient(
         namesrv_addrs=[f"127.0.0.1:{ctrl.port}"],
@@ -86,7 +92,41 @@ def broker(
         ha_server_addr=f"127.0.0.1:{port + 1}",
         topics={t: TopicConfig(t, r, w, p) for t, (r, w, p) in topics.items()},
         register_period_s=3600.0,
+        **kwargs,
     )
+
+
+async def test_status_page_shows_brokers_whose_times_a_date_cannot_hold(
+    namesrv: NamesrvController, browser_page: Any
+) -> None:
+    """A registration with dataVersion.timestamp = Long.MAX made toISOString() throw: every
+    viewer saw "unreachable" and no cluster. The time is shown as out of range instead."""
+    page = browser_page
+    http = HttpServer(namesrv.view)
+    await http.start("127.0.0.1", 0)
+    clients = [
+        broker(namesrv, "broker-max", 10911, {"A": (4, 4, 6)},
+               data_version=DataVersion(timestamp=JAVA_LONG_MAX, counter=7)),
+        broker(namesrv, "broker-min", 10921, {"B": (4, 4, 6)},
+               data_version=DataVersion(timestamp=-JAVA_LONG_MAX - 1, counter=1)),
+        broker(namesrv, "broker-ok", 10931, {"C": (4, 4, 6)}),
+    ]  # fmt: skip
+    try:
+        for client in clients:
+            assert all(o.ok for o in await client.start())
+        await page.goto(f"http://127.0.0.1:{http.port}/")
+        rows = page.locator(".cluster tr.broker")
+        await rows.nth(2).wait_for()
+        assert await page.locator("#ready").inner_text() == "ready"
+        text = await page.locator("#clusters").inner_text()
+        assert "#7 · out of range (9223372036854776000)" in text, text
+        assert "#1 · out of range (-9223372036854776000)" in text, text
+        assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", text), text  # broker-ok
+        await page.locator("#topics tbody tr", has_text="A").wait_for()
+    finally:
+        for client in clients:
+            await client.stop()
+        await http.stop()
 
 
 async def test_status_page_shows_brokers_and_a_searched_route(

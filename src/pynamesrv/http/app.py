@@ -13,7 +13,10 @@ Routes:
   /                         the status page (one self-contained HTML file)
 
 Everything is read-only and reads the controller's tables directly: one event loop owns
-them, so a handler sees a consistent state without locks or copies.
+them, so a handler sees a consistent state without locks or copies. The loop is the one that
+answers route queries, so nothing here may hold it: the port has budgets for the whole port
+(guard.py, budget.py), and the two scans (topic search, cluster listing) run in slices that
+start over if the tables change between two of them (search.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import logging
 import re
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,8 +36,15 @@ import orjson
 from aiohttp import web
 
 from pynamesrv.http import views
-from pynamesrv.http.guard import HttpGuard, HttpLimits
+from pynamesrv.http.guard import (
+    HEALTH_RESERVE,
+    REFUSED_MAX_CONNECTIONS,
+    RESERVED_PATHS,
+    HttpGuard,
+    HttpLimits,
+)
 from pynamesrv.http.metrics import build_registry, render
+from pynamesrv.http.search import SearchBusy, SearchGate, find_topics
 from pynamesrv.remoting.fdbudget import http_cap, open_file_limit
 
 if TYPE_CHECKING:
@@ -44,6 +55,7 @@ log = logging.getLogger("pynamesrv.http")
 SHUTDOWN_TIMEOUT_S: Final = 2.0
 BACKLOG: Final = 32  # also the most connections accepted at once past the cap (fdbudget.RESERVE)
 TEXT_PLAIN: Final = "text/plain"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _now_ms() -> int:
@@ -79,6 +91,18 @@ def _local_host(request: web.Request) -> str | None:
     return sockname[0] if isinstance(sockname, tuple) else None
 
 
+def _peer_of(request: web.Request) -> str:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
+
+
+def _busy(busy: SearchBusy) -> web.Response:
+    """429: ``httpMaxSearches`` scans run already; the page retries at its next refresh."""
+    response = _json({"error": str(busy)}, status=429)
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     # brokerAddrs has int keys (broker ids), as in the route body.
     body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
@@ -92,11 +116,22 @@ class HttpServer:
         self.view = view
         self.guard = HttpGuard(
             HttpLimits(
-                max_connections=http_cap(view.http_max_connections, open_file_limit()),
+                # the health reserve is inside HTTP's share of the descriptors
+                max_connections=max(
+                    1,
+                    http_cap(view.http_max_connections + HEALTH_RESERVE, open_file_limit())
+                    - HEALTH_RESERVE,
+                ),
                 header_timeout_s=view.http_header_timeout_s,
+                keepalive_s=view.http_keep_alive_s,
+                max_per_source=view.http_max_connections_per_source,
+                max_requests_per_s=view.http_max_requests_per_s,
             )
         )
-        self.registry = build_registry(view, lambda: self.nsaddr_requests, self.guard)
+        self.searches = SearchGate(view.http_max_searches)
+        self.registry = build_registry(
+            view, lambda: self.nsaddr_requests, self.guard, self.searches
+        )
         self.port = 0
         self.nsaddr_requests = 0  # clients finding us through the address service
         self._page, self._csp = _load_page()
@@ -105,7 +140,7 @@ class HttpServer:
         self.app = self._build_app()
 
     def _build_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._admission])
         app.on_response_prepare.append(self._common_headers)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/healthz", self.healthz)
@@ -134,9 +169,12 @@ class HttpServer:
         if limits.max_connections < self.view.http_max_connections:
             log.info(
                 "httpMaxConnections=%d is more than a quarter of the open-file limit: at most "
-                "%d HTTP connections (the rest of the descriptors stay with the remoting port)",
+                "%d HTTP connections (%d, and %d for health checks; the rest of the descriptors "
+                "stay with the remoting port)",
                 self.view.http_max_connections,
+                limits.max_connections + HEALTH_RESERVE,
                 limits.max_connections,
+                HEALTH_RESERVE,
             )
         runner = web.AppRunner(
             self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **limits.handler_args()
@@ -174,6 +212,7 @@ class HttpServer:
 
     async def stop(self) -> None:
         """Close the port and the open connections; calling it again does nothing."""
+        self.guard.budget.close()
         for listener in self._listeners:
             listener.close()
         if self._runner is not None:
@@ -189,6 +228,34 @@ class HttpServer:
         return self.view.ready
 
     # ------------------------------------------------------------------ handlers
+
+    @web.middleware
+    async def _admission(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every request takes a turn of the loop first: aiohttp handles the requests one
+        connection pipelined back to back without yielding, and 1,000 tiny ones in one read
+        would hold the loop the remoting port shares for as long as they all take.
+
+        A connection in the guard's reserve (every other slot was busy) may ask for the
+        health checks and the metrics, once; anything else is answered 503."""
+        await asyncio.sleep(0)
+        if not self.guard.is_reserved(request.transport):
+            return await handler(request)
+        if request.path in RESERVED_PATHS:
+            response = await handler(request)
+        else:
+            self.guard.refuse(
+                REFUSED_MAX_CONNECTIONS,
+                _peer_of(request),
+                f"{request.path[:200]!r} asked on a slot kept for health checks",
+            )
+            response = web.Response(
+                status=503,
+                text="too many HTTP connections: only /healthz, /healthz/live and /metrics "
+                "are answered now",
+                content_type=TEXT_PLAIN,
+            )
+        response.force_close()
+        return response
 
     @staticmethod
     async def _common_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -221,7 +288,11 @@ class HttpServer:
         return _json(status)
 
     async def api_clusters(self, request: web.Request) -> web.Response:
-        return _json(views.clusters_view(self.view, _now_ms()))
+        try:
+            with self.searches.enter():
+                return _json(await views.clusters_view(self.view, _now_ms()))
+        except SearchBusy as busy:
+            return _busy(busy)
 
     async def api_topics(self, request: web.Request) -> web.Response:
         query = request.query.get("q", "")
@@ -230,7 +301,12 @@ class HttpServer:
         except ValueError:
             return _json({"error": "limit must be an integer"}, status=400)
         limit = max(1, min(limit, views.MAX_TOPIC_LIMIT))
-        return _json(views.topics_view(self.view, query, limit))
+        try:
+            with self.searches.enter():
+                found = await find_topics(self.view, query, limit)
+        except SearchBusy as busy:
+            return _busy(busy)
+        return _json(views.topics_view(self.view, found))
 
     async def api_route(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]

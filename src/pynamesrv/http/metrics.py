@@ -33,6 +33,7 @@ from prometheus_client.utils import floatToGoString
 from pynamesrv import __version__
 from pynamesrv.http.guard import REFUSAL_REASONS as HTTP_REFUSAL_REASONS
 from pynamesrv.http.guard import HttpGuard
+from pynamesrv.http.search import SearchGate
 from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.fastpath import compiled_loops
 from pynamesrv.namesrv.journal import DROP_CAUSES
@@ -128,10 +129,12 @@ class NamesrvCollector(Collector):
         view: NamesrvView,
         nsaddr_requests: Callable[[], int] | None = None,
         http: HttpGuard | None = None,
+        searches: SearchGate | None = None,
     ) -> None:
         self.view = view
         self.nsaddr_requests = nsaddr_requests
         self.http = http
+        self.searches = searches
 
     def collect(self) -> Iterator[Metric]:
         view = self.view
@@ -246,6 +249,8 @@ class NamesrvCollector(Collector):
         )
         if self.http is not None:
             yield from _http_families(self.http)
+        if self.searches is not None:
+            yield from _search_families(self.searches)
         yield GaugeMetricFamily(
             "pynamesrv_buffered_bytes",
             "Bytes of incomplete frames all connections hold (capped by maxBufferedBytes).",
@@ -327,7 +332,10 @@ def _http_families(guard: HttpGuard) -> Iterator[Metric]:
     )
     refused = CounterMetricFamily(
         "pynamesrv_http_refused",
-        "HTTP connections closed by a limit, by reason: max_connections (answered 503), "
+        "HTTP connections closed by a limit, by reason: max_connections (every slot and the "
+        "health reserve busy, or a reserved slot asked for something else: answered 503), "
+        "max_per_source (httpMaxConnectionsPerSource from one address, none idle: answered "
+        "503), idle_shed (an idle keep-alive connection closed to make room for a new one), "
         "header_timeout (a request incomplete after httpHeaderTimeoutSeconds), too_large, "
         "bad_request (aiohttp's parser refused the head: answered 400).",
         labels=["reason"],
@@ -335,16 +343,41 @@ def _http_families(guard: HttpGuard) -> Iterator[Metric]:
     for reason in sorted(set(HTTP_REFUSAL_REASONS) | set(guard.refused)):
         refused.add_metric([reason], guard.refused.get(reason, 0))
     yield refused
+    yield CounterMetricFamily(
+        "pynamesrv_http_requests_deferred",
+        "Times an HTTP connection stopped being read because the port's request budget "
+        "(httpMaxRequestsPerSecond) was spent; it is read again in its turn.",
+        value=guard.budget.deferred,
+    )
+    yield GaugeMetricFamily(
+        "pynamesrv_http_requests_waiting",
+        "HTTP connections waiting for the request budget now.",
+        value=guard.budget.waiting,
+    )
+
+
+def _search_families(searches: SearchGate) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "pynamesrv_http_searches_running",
+        "Topic searches (/api/topics) in progress (at most httpMaxSearches).",
+        value=searches.running,
+    )
+    yield CounterMetricFamily(
+        "pynamesrv_http_searches_refused",
+        "Topic searches answered 429 because httpMaxSearches were running already.",
+        value=searches.refused,
+    )
 
 
 def build_registry(
     view: NamesrvView,
     nsaddr_requests: Callable[[], int] | None = None,
     http: HttpGuard | None = None,
+    searches: SearchGate | None = None,
 ) -> CollectorRegistry:
     """A registry of its own: this name server's collector and the process metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NamesrvCollector(view, nsaddr_requests, http))
+    registry.register(NamesrvCollector(view, nsaddr_requests, http, searches))
     ProcessCollector(registry=registry)
     return registry
 

@@ -7,15 +7,16 @@ so one vocabulary covers the whole API.
 
 from __future__ import annotations
 
-import heapq
 import re
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamesrv import __version__
+from pynamesrv.http.search import MAX_RESTARTS, Slices
 from pynamesrv.remoting.codes import MASTER_ID, Perm
 
 if TYPE_CHECKING:
-    from pynamesrv.namesrv.view import NamesrvView
+    from pynamesrv.http.search import Found
+    from pynamesrv.namesrv.view import BrokerView, NamesrvView
 
 DEFAULT_TOPIC_LIMIT: Final = 100
 MAX_TOPIC_LIMIT: Final = 1000
@@ -84,62 +85,78 @@ def status_view(
     }
 
 
-def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
-    """Clusters -> broker groups -> broker addresses with their liveness."""
-    clusters = []
-    for cluster, groups in view.clusters():
-        shown = []
-        for name, brokers in groups:
-            writable = view.group_accepts_writes(name)
-            entries = []
-            for broker in brokers:
-                entry: dict[str, Any] = {
-                    "brokerId": broker.broker_id,
-                    "role": "master" if broker.broker_id == MASTER_ID else "slave",
-                    "address": broker.address,
-                    "state": "unknown",
-                    "lastHeartbeatMs": None,
-                    "heartbeatAgeS": None,
-                    "timeoutMs": None,
-                    "dataVersion": None,
-                    "haServerAddr": None,
-                    # recovered at start, not registered since: leaves at its deadline
-                    "provisional": broker.provisional,
-                }
-                live = broker.live
-                if live is not None:
-                    age_ms = max(0, now_ms - live.last_update_ms)
-                    entry.update(
-                        state=broker_state(age_ms, live.timeout_ms),
-                        lastHeartbeatMs=live.last_update_ms,
-                        heartbeatAgeS=round(age_ms / 1000, 3),
-                        timeoutMs=live.timeout_ms,
-                        dataVersion=live.data_version.to_json(),
-                        haServerAddr=live.ha_server_addr,
-                    )
-                entries.append(entry)
-            shown.append(
-                {
-                    "brokerName": name,
-                    # False: no topic of the group takes writes (perm without W)
-                    "writable": writable,
-                    "brokers": entries,
-                }
-            )
-        clusters.append({"cluster": cluster, "brokerGroups": shown})
+async def clusters_view(view: NamesrvView, now_ms: int) -> dict[str, Any]:
+    """Clusters -> broker groups -> broker addresses with their liveness.
+
+    Built in slices (``search.Slices``): 5,000 brokers took ~250 ms in one step on the loop
+    that answers routes. Each group is read at once; a change applied between two slices
+    starts the listing over (``MAX_RESTARTS`` times, then it is kept as read: a listing for
+    people, each group consistent)."""
+    clusters: list[dict[str, Any]] = []
+    for attempt in range(MAX_RESTARTS + 1):
+        version = view.routes_version
+        slices = Slices()
+        clusters = []
+        changed = False
+        for cluster, groups in view.clusters():
+            shown = []
+            for name, brokers in groups:
+                shown.append(_group_entry(view, name, brokers, now_ms))
+                if await slices.step() and view.routes_version != version:
+                    changed = attempt < MAX_RESTARTS
+                    if changed:
+                        break
+            if changed:
+                break
+            clusters.append({"cluster": cluster, "brokerGroups": shown})
+        if not changed:
+            break
     return {"nowMs": now_ms, "clusters": clusters}
 
 
-def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
-    """Topics whose name contains ``query`` (any case), first ``limit`` by name.
+def _group_entry(
+    view: NamesrvView, name: str, brokers: list[BrokerView], now_ms: int
+) -> dict[str, Any]:
+    writable = view.group_accepts_writes(name)
+    entries = []
+    for broker in brokers:
+        entry: dict[str, Any] = {
+            "brokerId": broker.broker_id,
+            "role": "master" if broker.broker_id == MASTER_ID else "slave",
+            "address": broker.address,
+            "state": "unknown",
+            "lastHeartbeatMs": None,
+            "heartbeatAgeS": None,
+            "timeoutMs": None,
+            "dataVersion": None,
+            "haServerAddr": None,
+            # recovered at start, not registered since: leaves at its deadline
+            "provisional": broker.provisional,
+        }
+        live = broker.live
+        if live is not None:
+            age_ms = max(0, now_ms - live.last_update_ms)
+            entry.update(
+                state=broker_state(age_ms, live.timeout_ms),
+                lastHeartbeatMs=live.last_update_ms,
+                heartbeatAgeS=round(age_ms / 1000, 3),
+                timeoutMs=live.timeout_ms,
+                dataVersion=live.data_version.to_json(),
+                haServerAddr=live.ha_server_addr,
+            )
+        entries.append(entry)
+    return {
+        "brokerName": name,
+        # False: no topic of the group takes writes (perm without W)
+        "writable": writable,
+        "brokers": entries,
+    }
 
-    ``heapq.nsmallest`` keeps this O(n log limit): a page refreshing every few seconds over
-    100,000 topics must not sort them all each time.
-    """
-    needle = query.lower()
-    names = view.topic_names()
-    matched = [t for t in names if needle in t.lower()] if needle else list(names)
-    shown = heapq.nsmallest(limit, matched)
+
+def topics_view(view: NamesrvView, found: Found) -> dict[str, Any]:
+    """The topics a search found (``search.find_topics``: the first ``limit`` by name of those
+    whose name contains the query), with their queues as of now."""
+    shown = found.names
     topics = []
     for topic in shown:
         queue_datas = view.topic_queues(topic)
@@ -166,8 +183,8 @@ def topics_view(view: NamesrvView, query: str, limit: int) -> dict[str, Any]:
         )
     return {
         "total": view.topic_count(),
-        "matched": len(matched),
-        "truncated": len(matched) > len(shown),
+        "matched": found.matched,
+        "truncated": found.matched > len(shown),
         "topics": topics,
     }
 

@@ -161,6 +161,10 @@ class NamesrvConfig:
     http_port: int = 9880
     http_max_connections: int = 256
     http_header_timeout_seconds: int = 10
+    http_keep_alive_seconds: int = 15
+    http_max_connections_per_source: int = 32
+    http_max_searches: int = 2
+    http_max_requests_per_second: int = 200
     ns_addr_list: str = ""
     instance_name: str = ""
     journal_enable: bool = True

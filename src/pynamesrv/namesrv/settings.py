@@ -427,6 +427,24 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "An HTTP request (its headers, and a body if any) must arrive within this many "
          "seconds of its first byte, and a new connection must start its first request "
          "within it; else the connection is closed.", minimum=1, maximum=3600),
+    _key("httpKeepAliveSeconds", N, RESTART, False, "pynamesrv",
+         "An idle keep-alive HTTP connection is closed after this many seconds without a "
+         "request.", minimum=1, maximum=3600),
+    _key("httpMaxConnectionsPerSource", N, RESTART, False, "pynamesrv",
+         "Open HTTP connections from one address (an IPv6 /64; loopback and proxies "
+         "included); a new one "
+         "past it closes that address's oldest idle keep-alive connection, or is answered 503 "
+         "and closed when none is idle.", minimum=1, maximum=1_000_000),
+    _key("httpMaxRequestsPerSecond", N, RESTART, False, "pynamesrv",
+         "HTTP requests read a second, all connections together (bursts of 4): past it a "
+         "connection waits its turn unread, so a flood of HTTP requests slows HTTP, never "
+         "the route answers of the remoting port. 200 serves 24,000 clients polling "
+         "/rocketmq/nsaddr every 2 minutes.", minimum=1, maximum=1_000_000),
+    _key("httpMaxSearches", N, RESTART, False, "pynamesrv",
+         "Scans running at once: topic searches (/api/topics) and broker listings "
+         "(/api/clusters), the status page's data; more are answered 429. A scan walks the "
+         "tables in slices of 1 ms, resting 9 ms after each: route queries are answered "
+         "between them.", minimum=1, maximum=64),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
          "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
