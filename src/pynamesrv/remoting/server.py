@@ -19,9 +19,14 @@ than it reads, and keep the loop for no longer than building one high-water mark
 Limits keep a hostile peer from holding memory or connections (``ServerLimits``): a frame
 larger than the frame limit is refused as soon as its length word arrives; a frame must
 arrive completely within ``frame_read_timeout_s`` of its first byte (a peer trickling a byte
-every few seconds defeats the idle timeout, not this); the bytes of incomplete frames all
-connections hold together are capped by ``max_buffered_bytes``; connections beyond
-``max_connections`` are closed at once. Each refusal is counted in ``refused`` by reason.
+every few seconds defeats the idle timeout, not this). What all peers together make the
+server hold has one budget each for the whole process, because a budget per connection is
+no budget against many connections (``budgets``): request bytes (``max_buffered_bytes``),
+answer bytes not yet written (``max_pending_answer_bytes``), connections
+(``max_connections``) and connections per source address (``max_connections_per_source``).
+Past a budget the server sheds the peers holding the most (for a slot: the idlest connection
+no broker is registered on), counts it in ``budget_shed`` and logs once a minute. Each
+refusal is also counted in ``refused`` by reason.
 
 TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
 (a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import heapq
 import inspect
 import logging
 import socket
@@ -104,9 +110,22 @@ REFUSED_BUFFER_BUDGET: Final = "buffer_budget"
 REFUSED_FRAME_TIMEOUT: Final = "frame_timeout"
 REFUSED_MALFORMED: Final = "malformed_frame"
 REFUSED_PROXY_HEADER: Final = "proxy_header"  # malformed, untrusted, missing or unwanted
+REFUSED_PER_SOURCE: Final = "max_connections_per_source"
+REFUSED_ANSWER_BUDGET: Final = "answer_budget"
+
+# The server-wide budgets (``budget_shed``'s keys, the metric's ``budget`` label).
+BUDGET_CONNECTIONS: Final = "connections"
+BUDGET_PER_SOURCE: Final = "connections_per_source"
+BUDGET_BUFFERED: Final = "buffered_bytes"
+BUDGET_PENDING_ANSWERS: Final = "pending_answer_bytes"
+BUDGETS: Final = (BUDGET_CONNECTIONS, BUDGET_PER_SOURCE, BUDGET_BUFFERED, BUDGET_PENDING_ANSWERS)
 
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
 ACCEPT_ERROR_LOG_PERIOD_S: Final = 60.0
+SHED_LOG_PERIOD_S: Final = 60.0
+# Connections looked at per scan for the idlest ones (``RemotingServer.idlest``): a flood of
+# accepts on a full server scans all connections once per this many, not once per accept.
+IDLE_CANDIDATES: Final = 64
 
 
 @dataclass(slots=True)
@@ -115,8 +134,10 @@ class ServerLimits:
 
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     idle_seconds: float = 120.0  # no read or write for this long: close (0: never)
-    max_connections: int = 10_000
-    max_buffered_bytes: int = 512 * 1024 * 1024
+    max_connections: int = 10_000  # past it, the idlest unprotected connection is shed
+    max_connections_per_source: int = 1_000  # per client IP; 0: no cap
+    max_buffered_bytes: int = 256 * 1024 * 1024  # request bytes held, all connections
+    max_pending_answer_bytes: int = 256 * 1024 * 1024  # answer bytes unwritten, all of them
     frame_read_timeout_s: float = 60.0  # 0: no deadline
     send_buffer: int = 0  # SO_SNDBUF of accepted sockets, 0: the OS default
     receive_buffer: int = 0  # SO_RCVBUF
@@ -146,6 +167,9 @@ class Connection(asyncio.Protocol):
         self._paused_for_writes = False
         self._soon: asyncio.Handle | None = None  # the backlog's next turn (``_answer_soon``)
         self._held = 0  # bytes counted in the server's buffered total
+        self._awaited = 0  # bytes of the request whose answer is awaited
+        self._unsent = 0  # bytes counted in the server's pending answer total
+        self._source: str | None = None  # the address counted in the server's per-source table
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
         self._socket_host = "?"  # the IP the socket came from (a load balancer's, if proxied)
@@ -177,9 +201,16 @@ class Connection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
             self._socket_host = str(peer[0])
         server, limits = self.server, self.server.limits
-        if len(server.connections) >= limits.max_connections:
+        # A trusted load balancer's own address is not capped: the PROXY header names the
+        # client that counts (``_proxied``).
+        admitted = server.speaks_for_others(self._socket_host) or server.admit_source(
+            self, self._socket_host
+        )
+        if not admitted or (
+            len(server.connections) >= limits.max_connections and not server.make_room(self)
+        ):
             self._refused = True
-            server.refuse(REFUSED_MAX_CONNECTIONS, self.peer)
+            server.release_source(self)
             transport.close()
             return
         sock = transport.get_extra_info("socket")
@@ -210,6 +241,7 @@ class Connection(asyncio.Protocol):
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
+                self._wrote()
                 return
         broken: FrameError | None = None
         try:
@@ -262,10 +294,13 @@ class Connection(asyncio.Protocol):
         high-water mark (one at least, unless the transport paused writing): so a connection
         holds about one high-water mark of answers plus one answer, however many requests
         with large answers a read carries, and one call builds no more than that."""
-        handler = self.server.handler
+        server = self.server
+        handler = server.handler
         transport = self.transport
-        high = self.server.limits.write_high_water
+        high = server.limits.write_high_water
         room = high - transport.get_write_buffer_size() if transport is not None else high
+        # Near the server's budget of unwritten answers, one answer per turn at most.
+        room = min(room, server.limits.max_pending_answer_bytes - server.pending_answer_bytes)
         out: list[bytes] = []
         index, count = 0, len(frames)
         error: FrameError | None = None
@@ -292,7 +327,7 @@ class Connection(asyncio.Protocol):
             if answer is None:
                 continue
             if inspect.isawaitable(answer):
-                self._await(answer, command.is_oneway)
+                self._await(answer, command.is_oneway, len(header) + len(body))
                 break
             if command.is_oneway:  # Java never answers a oneway request
                 continue
@@ -312,12 +347,17 @@ class Connection(asyncio.Protocol):
             room -= len(answer)
         if out:
             self._send(b"".join(out) if len(out) > 1 else out[0])
+            self._wrote()
         return index, error
 
-    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
+    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool, size: int) -> None:
+        """Await ``answer``; the request (``size`` bytes, which its handler may still hold)
+        counts in the server's buffered total until it is answered."""
         self._waiting = asyncio.ensure_future(self._answer_later(answer, oneway))
+        self._awaited = size
         if self.transport is not None:
             self.transport.pause_reading()
+        self._account()
 
     async def _answer_later(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
         try:
@@ -331,6 +371,7 @@ class Connection(asyncio.Protocol):
             )
             command = None
         self._waiting = None
+        self._awaited = 0
         if not self.is_open:
             return
         if command is not None and not oneway:
@@ -343,6 +384,7 @@ class Connection(asyncio.Protocol):
                     type(exc).__name__,
                     shown(exc, NAME_MAX),
                 )
+            self._wrote()
         self._serve_backlog()
 
     def _answer_soon(self) -> None:
@@ -413,19 +455,27 @@ class Connection(asyncio.Protocol):
                 self._frame_started = time.monotonic()
                 self._arm_timer()
             return b""
-        self._proxied(header)
+        if not self._proxied(header):
+            return b""
         self._frame_started = None  # complete: the first frame's clock starts with its bytes
         self._inbound = self._sniff_tls
         return self._sniff_tls(data[header.length :])
 
-    def _proxied(self, header: ProxyHeader) -> None:
+    def _proxied(self, header: ProxyHeader) -> bool:
         """Take the client's address from the header: every later use of ``peer`` (logs,
-        audit, ACL address checks, routes' channel names) sees the client, not the proxy."""
+        audit, ACL address checks, routes' channel names) sees the client, not the proxy;
+        the per-source cap too. False: that client has its share of connections (closed)."""
         if header.source is None:  # LOCAL / UNKNOWN: the proxy speaks for itself
-            return
+            return True
         host, port = header.source
         self.proxied_by = self.peer
         self.peer = f"{host}:{port}"
+        server = self.server
+        server.release_source(self)  # counted as the socket's address until now, if at all
+        if not server.admit_source(self, host):
+            self.close(ERROR)
+            return False
+        return True
 
     def _refuse_proxy(self, detail: str) -> bytes:
         self.server.refuse(REFUSED_PROXY_HEADER, self.peer, detail)
@@ -484,6 +534,7 @@ class Connection(asyncio.Protocol):
             self.close(ERROR)
             return b""
         self._flush_tls(tls)
+        self._wrote()
         if self._handshaking and tls.handshake_done:
             self._handshaking = False
             self._frame_started = None  # the first frame's clock starts with its bytes
@@ -524,6 +575,7 @@ class Connection(asyncio.Protocol):
         """The peer read the buffer down to the low-water mark: answer what waits, then read
         again (an awaited answer, when there is one, does both once it is written)."""
         self._paused_for_writes = False
+        self._wrote()  # down to the low-water mark
         if self._waiting is None and self._soon is None:
             self._serve_backlog()
 
@@ -534,9 +586,12 @@ class Connection(asyncio.Protocol):
         if self._refused:
             return
         self._account()  # not open any more: drops the buffers, counts nothing
+        server = self.server
+        server.count_unsent(self, 0)
+        server.release_source(self)
         reason = self._close_reason if exc is None else ERROR
-        self.server.connections.discard(self)
-        self.server.on_close(self, reason)
+        server.connections.discard(self)
+        server.on_close(self, reason)
 
     # limits -----------------------------------------------------------------------
 
@@ -557,7 +612,8 @@ class Connection(asyncio.Protocol):
             self.decoder.discard()
             self._backlog.clear()
             self._backlog_bytes = 0
-        held = self.decoder.buffered + self._backlog_bytes
+            self._awaited = 0
+        held = self.decoder.buffered + self._backlog_bytes + self._awaited
         server = self.server
         server.buffered_bytes += held - self._held
         self._held = held
@@ -566,8 +622,34 @@ class Connection(asyncio.Protocol):
 
     @property
     def held(self) -> int:
-        """Bytes of incomplete or waiting frames this connection holds."""
+        """Bytes of request frames this connection holds: incomplete, waiting their turn, or
+        being answered (an awaited answer)."""
         return self._held
+
+    @property
+    def unsent(self) -> int:
+        """Bytes of answers the transport held at the last write or water-mark callback."""
+        return self._unsent
+
+    def _wrote(self) -> None:
+        """Count what the transport holds unwritten in the server's total, after a write or a
+        water-mark callback: one call when the kernel took everything (a peer that reads).
+        Between writes the buffer only drains, so a figure is never below the real one."""
+        transport = self.transport
+        if transport is not None:
+            unsent = transport.get_write_buffer_size()
+            if unsent != self._unsent:
+                self.server.count_unsent(self, unsent, shed=True)
+
+    def abort(self, reason: str) -> None:
+        """Close at once and drop the answers not written (``close`` keeps them until the
+        peer reads, which a peer shed for not reading never does)."""
+        self._close_reason = reason
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+            self._account()
+            self.server.count_unsent(self, 0)
 
     def close(self, reason: str = CLOSED) -> None:
         """Close the connection; ``on_close`` then reports ``reason``."""
@@ -622,7 +704,10 @@ class Connection(asyncio.Protocol):
             self.close(ERROR)
         elif limits.idle_seconds > 0 and now - self.last_activity >= limits.idle_seconds:
             log.info("closing %s: idle for %ss", shown(self.peer), limits.idle_seconds)
-            self.close(IDLE)
+            if self.transport.get_write_buffer_size():  # it does not read: never flushed
+                self.abort(IDLE)
+            else:
+                self.close(IDLE)
         else:
             self._arm_timer()
 
@@ -644,17 +729,27 @@ class RemotingServer:
         backlog: int = 1024,
         tls: TlsContextHolder | None = None,
         proxy: ProxyPolicy | None = None,
+        protected: Callable[[Connection], bool] = lambda conn: False,
     ) -> None:
+        """``protected``: whether a connection is one the caller needs most (the name server:
+        a broker is registered on it); such a connection is never shed for a slot."""
         self.handler = handler
         self.on_close = on_close
+        self.protected = protected
         self.raw_answerer = raw_answerer
         self.limits = limits or ServerLimits()
         self.backlog = backlog
         self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled
         self.proxy = proxy or ProxyPolicy()  # off: no PROXY headers
         self.connections: set[Connection] = set()
-        self.buffered_bytes = 0  # incomplete frames held by all connections
+        self.buffered_bytes = 0  # request bytes held by all connections (``Connection.held``)
+        self.pending_answer_bytes = 0  # answer bytes not written, all connections
+        self.sources: dict[str, int] = {}  # open connections by counted source address
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
+        self.budget_shed: Counter[str] = Counter()  # connections closed by a budget (``BUDGETS``)
+        self._shed_log = RateLimitedLog(log, SHED_LOG_PERIOD_S)
+        # The idlest connections of the last scan, idlest last, with their last_activity then.
+        self._idle_candidates: list[tuple[Connection, float]] = []
         self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
         self.accept_errors = 0  # accept() failures: out of descriptors or kernel memory
@@ -691,22 +786,154 @@ class RemotingServer:
             f"{len(self.connections)} open, retrying every second",
         )
 
+    def shed(self, budget: str, reason: str, peer: str, detail: str) -> None:
+        """Count a connection closed (or refused) by a server-wide budget; one line a minute
+        per budget says so and how many more there were."""
+        self.budget_shed[budget] += 1
+        self.refused[reason] += 1
+        self._shed_log.hit(budget, logging.WARNING, f"closing {peer} ({reason}): {detail}")
+
     def shed_buffers(self) -> None:
-        """Over the budget of incomplete frames: close the connections holding the most
-        until the total fits again. Small holders (route queries, ordinary registrations)
-        are the last to go; the total never stays above the budget past one read."""
+        """Over the budget of request bytes: close the connections holding the most until
+        the total fits again. Small holders (route queries, ordinary registrations) are the
+        last to go; the total never stays above the budget past one read."""
         limit = self.limits.max_buffered_bytes
         while self.buffered_bytes > limit:
             victim = max(self.connections, key=attrgetter("held"), default=None)
             if victim is None or not victim.held:
                 return
-            self.refuse(
+            self.shed(
+                BUDGET_BUFFERED,
                 REFUSED_BUFFER_BUDGET,
                 victim.peer,
-                f"it holds {victim.held} bytes of incomplete frames; all connections "
+                f"it holds {victim.held} bytes of requests; all connections "
                 f"{self.buffered_bytes} > maxBufferedBytes {limit}",
             )
             victim.close(ERROR)
+
+    # pending answers ---------------------------------------------------------------
+
+    def count_unsent(self, conn: Connection, unsent: int, shed: bool = False) -> None:
+        """Set what ``conn``'s transport holds unwritten in the total; with ``shed``, close
+        the largest holders if the total is over ``max_pending_answer_bytes``."""
+        self.pending_answer_bytes += unsent - conn._unsent
+        conn._unsent = unsent
+        if shed and self.pending_answer_bytes > self.limits.max_pending_answer_bytes:
+            self.shed_answers()
+
+    def shed_answers(self) -> None:
+        """Over the budget of unwritten answers: abort the connections holding the most (a
+        peer that sends and does not read) until the total fits. First every holder's figure
+        is read again, since buffers drain without a callback between writes: so this scan,
+        the only one over all holders, runs only when the real total may be over."""
+        holders = [conn for conn in self.connections if conn._unsent]
+        for conn in holders:
+            transport = conn.transport
+            self.count_unsent(conn, transport.get_write_buffer_size() if transport else 0)
+        limit = self.limits.max_pending_answer_bytes
+        if self.pending_answer_bytes <= limit:
+            return
+        holders.sort(key=attrgetter("unsent"), reverse=True)
+        for victim in holders:
+            if self.pending_answer_bytes <= limit or not victim.unsent:
+                return
+            self.shed(
+                BUDGET_PENDING_ANSWERS,
+                REFUSED_ANSWER_BUDGET,
+                victim.peer,
+                f"{victim.unsent} bytes of answers it does not read; all connections "
+                f"{self.pending_answer_bytes} > maxPendingAnswerBytes {limit}",
+            )
+            victim.abort(ERROR)
+
+    # connection slots --------------------------------------------------------------
+
+    def speaks_for_others(self, host: str) -> bool:
+        """Whether connections from ``host`` are counted by the client a PROXY header names
+        (a load balancer named in ``proxyProtocolTrustedAddresses``), not by ``host``."""
+        proxy = self.proxy
+        return proxy.mode is not ProxyMode.OFF and bool(proxy.trusted) and proxy.trusts(host)
+
+    def admit_source(self, conn: Connection, host: str) -> bool:
+        """Count ``conn`` as one of ``host``'s connections; False (counted as shed, not
+        admitted) when ``host`` already has ``max_connections_per_source``. Loopback is an
+        address like any other."""
+        cap = self.limits.max_connections_per_source
+        count = self.sources.get(host, 0)
+        if cap and count >= cap:
+            self.shed(
+                BUDGET_PER_SOURCE,
+                REFUSED_PER_SOURCE,
+                conn.peer,
+                f"{count} connections from {host} already (maxConnectionsPerSource {cap})",
+            )
+            return False
+        self.sources[host] = count + 1
+        conn._source = host
+        return True
+
+    def release_source(self, conn: Connection) -> None:
+        host, conn._source = conn._source, None
+        if host is not None:
+            left = self.sources[host] - 1
+            if left:
+                self.sources[host] = left
+            else:
+                del self.sources[host]
+
+    def make_room(self, new: Connection) -> bool:
+        """All ``max_connections`` slots are taken: shed the idlest connection no broker is
+        registered on, so a flood of idle connections cannot lock brokers and clients out.
+        False (``new`` refused) when every open connection is protected."""
+        victim = self.idlest()
+        limit = self.limits.max_connections
+        if victim is None:
+            self.shed(
+                BUDGET_CONNECTIONS,
+                REFUSED_MAX_CONNECTIONS,
+                new.peer,
+                f"all maxConnections {limit} slots hold brokers",
+            )
+            return False
+        idle_s = time.monotonic() - victim.last_activity
+        self.shed(
+            BUDGET_CONNECTIONS,
+            REFUSED_MAX_CONNECTIONS,
+            victim.peer,
+            f"the idlest connection ({idle_s:.0f}s) makes room for {new.peer}; "
+            f"maxConnections {limit}",
+        )
+        victim.abort(IDLE)
+        return True
+
+    def idlest(self) -> Connection | None:
+        """The open connection longest without a read that is not ``protected``, or None.
+
+        Found among the ``IDLE_CANDIDATES`` idlest of the last scan while one of them is
+        still as idle as it was (a connection's ``last_activity`` only grows, and a new one's
+        is now, so none other can have become idler); a new scan when none is. A flood of
+        accepts on a full server so scans once per that many accepts, and reads pay
+        nothing for it."""
+        for _ in range(2):
+            candidates = self._idle_candidates
+            while candidates:
+                conn, stamp = candidates.pop()
+                if (
+                    conn.is_open
+                    and conn.last_activity == stamp
+                    and conn in self.connections
+                    and not self.protected(conn)
+                ):
+                    return conn
+            found = heapq.nsmallest(
+                IDLE_CANDIDATES,
+                (c for c in self.connections if c.is_open and not self.protected(c)),
+                key=attrgetter("last_activity"),
+            )
+            if not found:
+                return None
+            self._idle_candidates = [(c, c.last_activity) for c in reversed(found)]
+        return None
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> tuple[str, int]:
         """Bind (the address it bound is returned) and, unless ``serving`` is false, accept:
