@@ -49,6 +49,9 @@ class Transport:
             assert self.protocol is not None
             self.protocol.pause_writing()
 
+    def writelines(self, parts: list[bytes]) -> None:
+        self.write(b"".join(parts))
+
     def peer_reads(self) -> None:
         self.buffered = 0
         if self.paused:

@@ -68,6 +68,7 @@ from pynamesrv.remoting.codec import (
     RawFrame,
     decode_command,
     encode,
+    encode_head,
 )
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.logtext import NAME_MAX, shown
@@ -126,6 +127,10 @@ SHED_LOG_PERIOD_S: Final = 60.0
 # Connections looked at per scan for the idlest ones (``RemotingServer.idlest``): a flood of
 # accepts on a full server scans all connections once per this many, not once per accept.
 IDLE_CANDIDATES: Final = 64
+# An answer body this large is written as it is, after its head, not copied into a frame:
+# listings are cached bodies of megabytes, and a thousand unread answers of one listing
+# then hold one copy of it, not a thousand (the transport keeps the parts, uvloop's as well).
+SHARED_BODY_MIN: Final = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -181,6 +186,7 @@ class Connection(asyncio.Protocol):
         # transport's own write, or encryption first.
         self._inbound: Callable[[bytes], bytes] | None = self._first_read
         self._send: Callable[[bytes], object] = _unconnected
+        self._send_parts: Callable[[list[bytes]], object] = _unconnected
         self.tls: TlsSession | None = None
 
     def __repr__(self) -> str:
@@ -222,6 +228,7 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.receive_buffer)
         tcp.set_write_buffer_limits(high=limits.write_high_water, low=limits.write_low_water)
         self._send = tcp.write
+        self._send_parts = tcp.writelines
         server.connections.add(self)
         self._arm_timer()
 
@@ -302,6 +309,7 @@ class Connection(asyncio.Protocol):
         # Near the server's budget of unwritten answers, one answer per turn at most.
         room = min(room, server.limits.max_pending_answer_bytes - server.pending_answer_bytes)
         out: list[bytes] = []
+        parts = False  # ``out`` holds a large body apart from its head
         index, count = 0, len(frames)
         error: FrameError | None = None
         while index < count:
@@ -332,8 +340,9 @@ class Connection(asyncio.Protocol):
             if command.is_oneway:  # Java never answers a oneway request
                 continue
             if not isinstance(answer, bytes):
+                body = answer.body
                 try:
-                    answer = encode(answer)
+                    head = encode_head(answer)
                 except Exception as exc:  # an answer we cannot encode is our bug, not theirs
                     log.error(
                         "encoding the answer to code %s failed: %s: %s",
@@ -343,10 +352,19 @@ class Connection(asyncio.Protocol):
                     )
                     error = FrameError("unanswerable request")
                     break
+                if len(body) >= SHARED_BODY_MIN:
+                    out += (head, body)
+                    parts = True
+                    room -= len(head) + len(body)
+                    continue
+                answer = head + body
             out.append(answer)
             room -= len(answer)
         if out:
-            self._send(b"".join(out) if len(out) > 1 else out[0])
+            if parts:
+                self._send_parts(out)
+            else:
+                self._send(b"".join(out) if len(out) > 1 else out[0])
             self._wrote()
         return index, error
 
@@ -514,6 +532,7 @@ class Connection(asyncio.Protocol):
         self.tls = TlsSession(context)
         self._inbound = self._receive_tls
         self._send = self._send_tls
+        self._send_parts = self._send_tls_parts
         # The handshake is timed like a frame: a ClientHello trickled a byte at a time would
         # otherwise hold a connection slot for as long as the idle timeout keeps resetting.
         self._handshaking = True
@@ -559,6 +578,9 @@ class Connection(asyncio.Protocol):
             return
         if self.transport is not None:
             self.transport.write(records)
+
+    def _send_tls_parts(self, parts: list[bytes]) -> None:
+        self._send_tls(b"".join(parts))
 
     def _flush_tls_close(self, tls: TlsSession) -> None:
         self.tls = None  # nothing more is encrypted after close_notify
@@ -712,7 +734,7 @@ class Connection(asyncio.Protocol):
             self._arm_timer()
 
 
-def _unconnected(data: bytes) -> None:
+def _unconnected(data: bytes | list[bytes]) -> None:
     """``Connection._send`` before the transport exists (nothing is sent before a read)."""
 
 
