@@ -6,8 +6,10 @@ A broker registers 110,000 topics. Then 200 connections send requests and never 
 * ``topics``: 20 GET_ALL_TOPIC_LIST each (4 KB in all; answers of 1.6 MB), the finding's
   repro. The listing is one cached body the transports share, so unread answers cost
   little memory whatever the budget;
-* ``routes``: 12,000 pipelined route queries each (answers of ~350 bytes, every one its own
-  frame): each connection fills its high-water mark (4 MiB) with answers of its own.
+* ``routes``: 1,500 pipelined route queries each for a topic 64 brokers serve (answers of
+  ~9 KB; 120 KB of requests): the answers of each read are one new frame, so every
+  connection holds up to its high-water mark (4 MiB) of its own once the kernel's socket
+  buffers are full.
 
 One client keeps one route query in flight throughout; its p99 is printed idle (the
 reference) and during the attack, next to the server's resident memory (before, during,
@@ -30,10 +32,10 @@ import time
 import urllib.request
 from typing import Any
 
+from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv import requests
-from pynamesrv.remoting.codec import encode
+from pynamesrv.remoting.codec import FrameDecoder, encode
 from route_query import (
-    TOPIC,
     free_port,
     pin,
     register_route,
@@ -44,6 +46,27 @@ from route_query import (
 )
 
 MIB = 1024 * 1024
+WIDE = "WideTopic"  # served by WIDE_BROKERS brokers: a route answer of some 9 KB
+WIDE_BROKERS = 64
+
+
+def register_wide(port: int) -> socket.socket:
+    """Register WIDE_BROKERS brokers serving WIDE over one socket that stays open."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    decoder = FrameDecoder()
+    for index in range(WIDE_BROKERS):
+        broker = BrokerClient(
+            namesrv_addrs=[],
+            cluster="Wide",
+            broker_name=f"wide-{index:02d}",
+            broker_id=0,
+            broker_addr=f"127.0.0.5:{20000 + index}",
+            topics={WIDE: TopicConfig(WIDE, 8, 8, 6)},
+        )
+        sock.sendall(encode(broker.registration_request()))
+        while not decoder.feed(sock.recv(65536)):
+            pass
+    return sock
 
 
 def slow_readers(
@@ -55,7 +78,7 @@ def slow_readers(
     if attack == "topics":
         flood = b"".join(encode(requests.get_all_topic_list_from_nameserver()) for _ in range(20))
     else:
-        flood = b"".join(route_query(TOPIC, 1_000_000 + i) for i in range(12_000))
+        flood = b"".join(route_query(WIDE, 1_000_000 + i) for i in range(1_500))
     socks = []
     left: dict[socket.socket, memoryview] = {}
     for _ in range(readers):
@@ -112,6 +135,7 @@ def run(
         wait_for_port(port, 60)
         topics = tuple(f"topic-{i:06d}" for i in range(args.topics))
         broker_socket, _ = register_route(port, topics)
+        wide_socket = register_wide(port)
         idle = run_load(port, 1, 1, 1, args.seconds, load_cpus)
         rss_before = status_kib(server.pid, "VmRSS")
         ready = mp.Event()
@@ -128,6 +152,7 @@ def run(
         sheds = shed(http_port)
         attack.join()
         broker_socket.close()
+        wide_socket.close()
     finally:
         server.terminate()
         server.wait(30)

@@ -174,6 +174,7 @@ class Connection(asyncio.Protocol):
         self._held = 0  # bytes counted in the server's buffered total
         self._awaited = 0  # bytes of the request whose answer is awaited
         self._unsent = 0  # bytes counted in the server's pending answer total
+        self._largest = 0  # the largest write since the transport's buffer was last empty
         self._source: str | None = None  # the address counted in the server's per-source table
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
@@ -248,7 +249,7 @@ class Connection(asyncio.Protocol):
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
-                self._wrote()
+                self._wrote(len(answers))
                 return
         broken: FrameError | None = None
         try:
@@ -310,6 +311,7 @@ class Connection(asyncio.Protocol):
         room = min(room, server.limits.max_pending_answer_bytes - server.pending_answer_bytes)
         out: list[bytes] = []
         parts = False  # ``out`` holds a large body apart from its head
+        size = 0
         index, count = 0, len(frames)
         error: FrameError | None = None
         while index < count:
@@ -355,17 +357,19 @@ class Connection(asyncio.Protocol):
                 if len(body) >= SHARED_BODY_MIN:
                     out += (head, body)
                     parts = True
+                    size += len(head) + len(body)
                     room -= len(head) + len(body)
                     continue
                 answer = head + body
             out.append(answer)
+            size += len(answer)
             room -= len(answer)
         if out:
             if parts:
                 self._send_parts(out)
             else:
                 self._send(b"".join(out) if len(out) > 1 else out[0])
-            self._wrote()
+            self._wrote(size)
         return index, error
 
     def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool, size: int) -> None:
@@ -394,7 +398,7 @@ class Connection(asyncio.Protocol):
             return
         if command is not None and not oneway:
             try:
-                self._send(encode(command))
+                frame = encode(command)
             except Exception as exc:
                 log.error(
                     "encoding an answer to %s failed: %s: %s",
@@ -402,7 +406,9 @@ class Connection(asyncio.Protocol):
                     type(exc).__name__,
                     shown(exc, NAME_MAX),
                 )
-            self._wrote()
+            else:
+                self._send(frame)
+                self._wrote(len(frame))
         self._serve_backlog()
 
     def _answer_soon(self) -> None:
@@ -653,15 +659,28 @@ class Connection(asyncio.Protocol):
         """Bytes of answers the transport held at the last write or water-mark callback."""
         return self._unsent
 
-    def _wrote(self) -> None:
-        """Count what the transport holds unwritten in the server's total, after a write or a
-        water-mark callback: one call when the kernel took everything (a peer that reads).
-        Between writes the buffer only drains, so a figure is never below the real one."""
+    def _wrote(self, size: int = 0) -> None:
+        """Count what the transport holds of the answers in the server's total, after a write
+        of ``size`` bytes or a water-mark callback: one call when the kernel took everything
+        (a peer that reads). Between writes the buffer only drains, so a figure is never
+        below the real one."""
+        unsent = self._unwritten(size)
+        if unsent != self._unsent:
+            self.server.count_unsent(self, unsent, shed=True)
+
+    def _unwritten(self, size: int = 0) -> int:
+        """The memory the transport holds for this connection's answers, at most. Its buffer
+        size is not all of it: a write the kernel took in part is kept whole until its last
+        byte is sent (uvloop, asyncio), so up to the largest write more. Bounded by what was
+        counted before plus ``size``, which is exact when the buffer was empty before."""
         transport = self.transport
-        if transport is not None:
-            unsent = transport.get_write_buffer_size()
-            if unsent != self._unsent:
-                self.server.count_unsent(self, unsent, shed=True)
+        buffered = transport.get_write_buffer_size() if transport is not None else 0
+        if not buffered:
+            self._largest = 0
+            return 0
+        if size > self._largest:
+            self._largest = size
+        return min(self._unsent + size, buffered + self._largest)
 
     def abort(self, reason: str) -> None:
         """Close at once and drop the answers not written (``close`` keeps them until the
@@ -850,8 +869,7 @@ class RemotingServer:
         the only one over all holders, runs only when the real total may be over."""
         holders = [conn for conn in self.connections if conn._unsent]
         for conn in holders:
-            transport = conn.transport
-            self.count_unsent(conn, transport.get_write_buffer_size() if transport else 0)
+            self.count_unsent(conn, conn._unwritten())
         limit = self.limits.max_pending_answer_bytes
         if self.pending_answer_bytes <= limit:
             return
