@@ -656,7 +656,8 @@ class Connection(asyncio.Protocol):
 
     @property
     def unsent(self) -> int:
-        """Bytes of answers the transport held at the last write or water-mark callback."""
+        """Bytes the transport keeps of this connection's answers, at most, as counted at the
+        last write or water-mark callback (``_unwritten``)."""
         return self._unsent
 
     def _wrote(self, size: int = 0) -> None:
@@ -832,7 +833,7 @@ class RemotingServer:
         per budget says so and how many more there were."""
         self.budget_shed[budget] += 1
         self.refused[reason] += 1
-        self._shed_log.hit(budget, logging.WARNING, f"closing {peer} ({reason}): {detail}")
+        self._shed_log.hit(budget, logging.WARNING, f"closing {shown(peer)} ({reason}): {detail}")
 
     def shed_buffers(self) -> None:
         """Over the budget of request bytes: close the connections holding the most until
@@ -905,7 +906,7 @@ class RemotingServer:
                 BUDGET_PER_SOURCE,
                 REFUSED_PER_SOURCE,
                 conn.peer,
-                f"{count} connections from {host} already (maxConnectionsPerSource {cap})",
+                f"{count} connections from {shown(host)} already (maxConnectionsPerSource {cap})",
             )
             return False
         self.sources[host] = count + 1
@@ -940,7 +941,7 @@ class RemotingServer:
             BUDGET_CONNECTIONS,
             REFUSED_MAX_CONNECTIONS,
             victim.peer,
-            f"the idlest connection ({idle_s:.0f}s) makes room for {new.peer}; "
+            f"the idlest connection ({idle_s:.0f}s) makes room for {shown(new.peer)}; "
             f"maxConnections {limit}",
         )
         victim.abort(IDLE)
