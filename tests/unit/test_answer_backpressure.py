@@ -5,7 +5,10 @@ what is built when is exact, with no socket and no clock."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 from dataclasses import replace
+
+import pytest
 
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.config import NamesrvConfig
@@ -242,3 +245,42 @@ async def test_a_request_whose_answer_is_awaited_counts_in_the_buffered_budget()
     while server.buffered_bytes:
         await asyncio.sleep(0)
     assert conn.held == 0 and len(answers(transport)) == 1
+
+
+async def test_an_idle_connection_holding_unread_answers_is_reset_not_left_flushing() -> None:
+    """``close`` keeps what was not written until the peer reads it, which a peer idle for
+    the whole idle timeout never does: the connection, its slot and its answers would stay
+    forever. So an idle close with answers unwritten aborts."""
+    _, conn, transport = connect()
+    conn.server.limits = replace(LIMITS, idle_seconds=60)
+    conn.data_received(kv_lists(10))
+    assert transport.buffered and conn.server.pending_answer_bytes
+    conn.last_activity -= 61
+    conn._check()
+    assert transport.aborted and conn.server.pending_answer_bytes == 0
+
+
+def test_the_idlest_unprotected_connection_is_found_without_a_scan_per_accept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``idlest`` scans once for the IDLE_CANDIDATES idlest connections and takes them in
+    turn while each is still as idle as it was; protected connections (a broker on them)
+    are never picked."""
+    server = RemotingServer(lambda request, conn: None, limits=LIMITS)
+    conns = []
+    for index in range(200):
+        conn, transport = Connection(server), Transport()
+        transport.protocol = conn
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.last_activity = float(index)  # conns[0] is the idlest
+        conns.append(conn)
+    brokers = set(conns[:10])
+    server.protected = lambda conn: conn in brokers
+    scans = []
+    nsmallest = heapq.nsmallest
+    monkeypatch.setattr(heapq, "nsmallest", lambda *a, **k: scans.append(1) or nsmallest(*a, **k))
+    assert server.idlest() is conns[10]
+    conns[10].transport.close()  # type: ignore[union-attr]  # shed: no longer open
+    conns[11].last_activity = 1_000.0  # it read meanwhile
+    assert server.idlest() is conns[12]
+    assert len(scans) == 1
