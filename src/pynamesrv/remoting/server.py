@@ -249,7 +249,10 @@ class Connection(asyncio.Protocol):
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
-                self._wrote(len(answers))
+                # The kernel took it all, as it does for a peer that reads: one C call.
+                transport = self.transport
+                if self._unsent or (transport is not None and transport.get_write_buffer_size()):
+                    self._wrote(len(answers))
                 return
         broken: FrameError | None = None
         try:
