@@ -198,6 +198,17 @@ async def test_unwritten_answers_of_all_peers_have_one_budget() -> None:
     assert server.budget_shed == {"pending_answer_bytes": 1}
     assert server.refused["answer_budget"] == 1
     assert server.pending_answer_bytes == small_t.buffered + late_t.buffered <= budget
+    # Until the aborted transport lets its answers go, no answer is built (they would add
+    # to them): the late peer's next ones wait for a later turn.
+    assert server.releasing_answer_bytes == 4 * one
+    _, other, other_t = connect(server=server)
+    other.data_received(kv_lists(1))
+    assert other_t.buffered == 0 and not other_t.reading
+    await asyncio.sleep(0)
+    assert server.releasing_answer_bytes == 0
+    while not other_t.reading:
+        await asyncio.sleep(0)
+    assert [a.opaque for a in answers(other_t)] == [0]
     while not reader_t.reading:  # the reading peer is served to the end meanwhile
         await asyncio.sleep(0)
     assert [a.opaque for a in answers(reader_t)] == list(range(10))
@@ -205,7 +216,8 @@ async def test_unwritten_answers_of_all_peers_have_one_budget() -> None:
     await asyncio.sleep(0)  # the aborted transport's connection_lost
     assert hoarder not in server.connections
     late_t.peer_reads()  # resume_writing: the next answers, counted
-    assert small_t.buffered + late_t.buffered == server.pending_answer_bytes <= budget
+    held = small_t.buffered + late_t.buffered + other_t.buffered
+    assert held == server.pending_answer_bytes <= budget
 
 
 async def test_a_figure_left_high_by_a_quiet_drain_is_read_again_before_shedding() -> None:

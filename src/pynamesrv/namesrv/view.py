@@ -163,8 +163,10 @@ class NamesrvView:
         return self._ctrl.server.buffered_bytes
 
     def pending_answer_bytes(self) -> int:
-        """Answer bytes the remoting connections hold unwritten (``maxPendingAnswerBytes``)."""
-        return self._ctrl.server.pending_answer_bytes
+        """Answer bytes the remoting connections hold unwritten (``maxPendingAnswerBytes``),
+        those of connections just shed included."""
+        server = self._ctrl.server
+        return server.pending_answer_bytes + server.releasing_answer_bytes
 
     def budget_shed(self) -> Mapping[str, int]:
         """Remoting connections closed or refused by a server-wide budget, by budget."""

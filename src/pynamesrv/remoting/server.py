@@ -175,6 +175,7 @@ class Connection(asyncio.Protocol):
         self._awaited = 0  # bytes of the request whose answer is awaited
         self._unsent = 0  # bytes counted in the server's pending answer total
         self._largest = 0  # the largest write since the transport's buffer was last empty
+        self._releasing = 0  # what it held when aborted, until the transport lets it go
         self._source: str | None = None  # the address counted in the server's per-source table
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
@@ -244,8 +245,14 @@ class Connection(asyncio.Protocol):
             self._queue(data)
             return
         before = decoder.buffered
-        raw_answerer = self.server.raw_answerer
-        if raw_answerer is not None and not before and not self._paused_for_writes:
+        server = self.server
+        raw_answerer = server.raw_answerer
+        if (
+            raw_answerer is not None
+            and not before
+            and not self._paused_for_writes
+            and not server.releasing_answer_bytes
+        ):
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
@@ -310,8 +317,13 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         high = server.limits.write_high_water
         room = high - transport.get_write_buffer_size() if transport is not None else high
-        # Near the server's budget of unwritten answers, one answer per turn at most.
-        room = min(room, server.limits.max_pending_answer_bytes - server.pending_answer_bytes)
+        # Near the server's budget of unwritten answers, one answer per turn at most; none
+        # while shed connections still hold theirs (they let go after this turn of the loop:
+        # until then, answers built would add to them).
+        budget = server.limits.max_pending_answer_bytes - server.pending_answer_bytes
+        if server.releasing_answer_bytes and budget <= server.releasing_answer_bytes:
+            return 0, None
+        room = min(room, budget)
         out: list[bytes] = []
         parts = False  # ``out`` holds a large body apart from its head
         size = 0
@@ -619,6 +631,8 @@ class Connection(asyncio.Protocol):
         self._account()  # not open any more: drops the buffers, counts nothing
         server = self.server
         server.count_unsent(self, 0)
+        server.releasing_answer_bytes -= self._releasing
+        self._releasing = 0
         server.release_source(self)
         reason = self._close_reason if exc is None else ERROR
         server.connections.discard(self)
@@ -688,13 +702,18 @@ class Connection(asyncio.Protocol):
 
     def abort(self, reason: str) -> None:
         """Close at once and drop the answers not written (``close`` keeps them until the
-        peer reads, which a peer shed for not reading never does)."""
+        peer reads, which a peer shed for not reading never does). The transport lets them
+        go when it reports the connection lost, after this turn of the loop: until then they
+        count as ``releasing_answer_bytes``."""
         self._close_reason = reason
         transport = self.transport
         if transport is not None:
             transport.abort()
             self._account()
-            self.server.count_unsent(self, 0)
+            server = self.server
+            held, self._releasing = self._unsent, self._releasing + self._unsent
+            server.releasing_answer_bytes += held
+            server.count_unsent(self, 0)
 
     def close(self, reason: str = CLOSED) -> None:
         """Close the connection; ``on_close`` then reports ``reason``."""
@@ -789,6 +808,8 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.buffered_bytes = 0  # request bytes held by all connections (``Connection.held``)
         self.pending_answer_bytes = 0  # answer bytes not written, all connections
+        # Those of connections aborted in this turn of the loop, not yet let go.
+        self.releasing_answer_bytes = 0
         self.sources: dict[str, int] = {}  # open connections by counted source address
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
         self.budget_shed: Counter[str] = Counter()  # connections closed by a budget (``BUDGETS``)
