@@ -230,7 +230,7 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.receive_buffer)
         tcp.set_write_buffer_limits(high=limits.write_high_water, low=limits.write_low_water)
         self._send = tcp.write
-        self._send_parts = tcp.writelines
+        self._send_parts = self._write_parts
         server.connections.add(self)
         self._arm_timer()
 
@@ -599,6 +599,12 @@ class Connection(asyncio.Protocol):
             return
         if self.transport is not None:
             self.transport.write(records)
+
+    def _write_parts(self, parts: list[bytes]) -> None:
+        """A frame head and a large body (``SHARED_BODY_MIN``) as they are: the transport
+        keeps the body, not a copy (uvloop's ``writelines`` writes them with one writev)."""
+        if self.transport is not None:
+            self.transport.writelines(parts)
 
     def _send_tls_parts(self, parts: list[bytes]) -> None:
         self._send_tls(b"".join(parts))
