@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import heapq
 import inspect
 import logging
 import socket
@@ -82,6 +81,7 @@ from pynamesrv.remoting.proxy_protocol import (
     parse,
 )
 from pynamesrv.remoting.ratelog import RateLimitedLog
+from pynamesrv.remoting.slots import IdleConnections, SourceCounts
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -124,9 +124,6 @@ BUDGETS: Final = (BUDGET_CONNECTIONS, BUDGET_PER_SOURCE, BUDGET_BUFFERED, BUDGET
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
 ACCEPT_ERROR_LOG_PERIOD_S: Final = 60.0
 SHED_LOG_PERIOD_S: Final = 60.0
-# Connections looked at per scan for the idlest ones (``RemotingServer.idlest``): a flood of
-# accepts on a full server scans all connections once per this many, not once per accept.
-IDLE_CANDIDATES: Final = 64
 # An answer body this large is written as it is, after its head, not copied into a frame:
 # listings are cached bodies of megabytes, and a thousand unread answers of one listing
 # then hold one copy of it, not a thousand (the transport keeps the parts, uvloop's as well).
@@ -816,12 +813,11 @@ class RemotingServer:
         self.pending_answer_bytes = 0  # answer bytes not written, all connections
         # Those of connections aborted in this turn of the loop, not yet let go.
         self.releasing_answer_bytes = 0
-        self.sources: dict[str, int] = {}  # open connections by counted source address
+        self._sources = SourceCounts(self.limits.max_connections_per_source)
+        self._idle: IdleConnections[Connection] = IdleConnections()
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
         self.budget_shed: Counter[str] = Counter()  # connections closed by a budget (``BUDGETS``)
         self._shed_log = RateLimitedLog(log, SHED_LOG_PERIOD_S)
-        # The idlest connections of the last scan, idlest last, with their last_activity then.
-        self._idle_candidates: list[tuple[Connection, float]] = []
         self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
         self.accept_errors = 0  # accept() failures: out of descriptors or kernel memory
@@ -925,32 +921,32 @@ class RemotingServer:
         proxy = self.proxy
         return proxy.mode is not ProxyMode.OFF and bool(proxy.trusted) and proxy.trusts(host)
 
+    @property
+    def sources(self) -> dict[str, int]:
+        """Open connections by the source address they are counted under."""
+        return self._sources.counts
+
     def admit_source(self, conn: Connection, host: str) -> bool:
         """Count ``conn`` as one of ``host``'s connections; False (counted as shed, not
-        admitted) when ``host`` already has ``max_connections_per_source``. Loopback is an
-        address like any other."""
-        cap = self.limits.max_connections_per_source
-        count = self.sources.get(host, 0)
-        if cap and count >= cap:
+        admitted) when ``host`` already has ``max_connections_per_source``."""
+        sources = self._sources
+        sources.cap = self.limits.max_connections_per_source  # the limits in force now
+        if not sources.admit(host):
             self.shed(
                 BUDGET_PER_SOURCE,
                 REFUSED_PER_SOURCE,
                 conn.peer,
-                f"{count} connections from {shown(host)} already (maxConnectionsPerSource {cap})",
+                f"{sources.counts[host]} connections from {shown(host)} already "
+                f"(maxConnectionsPerSource {sources.cap})",
             )
             return False
-        self.sources[host] = count + 1
         conn._source = host
         return True
 
     def release_source(self, conn: Connection) -> None:
         host, conn._source = conn._source, None
         if host is not None:
-            left = self.sources[host] - 1
-            if left:
-                self.sources[host] = left
-            else:
-                del self.sources[host]
+            self._sources.release(host)
 
     def make_room(self, new: Connection) -> bool:
         """All ``max_connections`` slots are taken: shed the idlest connection no broker is
@@ -978,33 +974,9 @@ class RemotingServer:
         return True
 
     def idlest(self) -> Connection | None:
-        """The open connection longest without a read that is not ``protected``, or None.
-
-        Found among the ``IDLE_CANDIDATES`` idlest of the last scan while one of them is
-        still as idle as it was (a connection's ``last_activity`` only grows, and a new one's
-        is now, so none other can have become idler); a new scan when none is. A flood of
-        accepts on a full server so scans once per that many accepts, and reads pay
-        nothing for it."""
-        for _ in range(2):
-            candidates = self._idle_candidates
-            while candidates:
-                conn, stamp = candidates.pop()
-                if (
-                    conn.is_open
-                    and conn.last_activity == stamp
-                    and conn in self.connections
-                    and not self.protected(conn)
-                ):
-                    return conn
-            found = heapq.nsmallest(
-                IDLE_CANDIDATES,
-                (c for c in self.connections if c.is_open and not self.protected(c)),
-                key=attrgetter("last_activity"),
-            )
-            if not found:
-                return None
-            self._idle_candidates = [(c, c.last_activity) for c in reversed(found)]
-        return None
+        """The open connection longest without a read that is not ``protected`` (a broker
+        is registered on it), or None; without a scan per call (``slots``)."""
+        return self._idle.idlest(self.connections, self.protected)
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> tuple[str, int]:
         """Bind (the address it bound is returned) and, unless ``serving`` is false, accept:
