@@ -398,9 +398,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "broker).",
          minimum=1, maximum=1_000_000),
     _key("maxConnectionsPerSource", N, RESTART, False, "pynamesrv",
-         "Remoting connections open at once from one client address (loopback included; "
-         "behind a load balancer named in proxyProtocolTrustedAddresses, the address its "
-         "PROXY header names); more are closed on accept. 0: no cap.",
+         "Remoting connections open at once from one client address (an IPv6 one by its "
+         "/64; loopback included; behind a load balancer named in "
+         "proxyProtocolTrustedAddresses, the address its PROXY header names); more are "
+         "closed on accept. 0: no cap.",
          minimum=0, maximum=1_000_000),
     _key("maxBufferedBytes", N, RESTART, False, "pynamesrv",
          "Request bytes all connections together may hold (incomplete frames, frames "

@@ -81,7 +81,7 @@ from pynamesrv.remoting.proxy_protocol import (
     parse,
 )
 from pynamesrv.remoting.ratelog import RateLimitedLog
-from pynamesrv.remoting.slots import IdleConnections, SourceCounts
+from pynamesrv.remoting.slots import IdleConnections, SourceCounts, source_of
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -927,20 +927,21 @@ class RemotingServer:
         return self._sources.counts
 
     def admit_source(self, conn: Connection, host: str) -> bool:
-        """Count ``conn`` as one of ``host``'s connections; False (counted as shed, not
-        admitted) when ``host`` already has ``max_connections_per_source``."""
-        sources = self._sources
+        """Count ``conn`` as one of the connections of ``host``'s source (``source_of``);
+        False (counted as shed, not admitted) when it already has
+        ``max_connections_per_source``."""
+        sources, source = self._sources, source_of(host)
         sources.cap = self.limits.max_connections_per_source  # the limits in force now
-        if not sources.admit(host):
+        if not sources.admit(source):
             self.shed(
                 BUDGET_PER_SOURCE,
                 REFUSED_PER_SOURCE,
                 conn.peer,
-                f"{sources.counts[host]} connections from {shown(host)} already "
+                f"{sources.counts[source]} connections from {shown(source)} already "
                 f"(maxConnectionsPerSource {sources.cap})",
             )
             return False
-        conn._source = host
+        conn._source = source
         return True
 
     def release_source(self, conn: Connection) -> None:

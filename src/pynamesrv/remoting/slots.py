@@ -11,6 +11,7 @@ server (``server.RemotingServer``) decides what to close and logs it.
 from __future__ import annotations
 
 import heapq
+import ipaddress
 from collections.abc import Callable, Collection
 from operator import attrgetter
 from typing import Final, Generic, Protocol, TypeVar
@@ -31,6 +32,23 @@ class Slot(Protocol):
 
 
 S = TypeVar("S", bound=Slot)
+
+
+def source_of(host: str) -> str:
+    """The source a connection from ``host`` counts under: an IPv4 address as it is (an
+    IPv4-mapped IPv6 one too, so a host is one source on a dual-stack socket), an IPv6
+    address by its /64 (one host commonly holds a whole /64, and would otherwise pass the
+    cap by changing addresses). The HTTP port counts its sources the same way."""
+    host = host.split("%", 1)[0]  # a link-local address's zone
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return host
 
 
 class SourceCounts:
