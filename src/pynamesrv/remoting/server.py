@@ -21,7 +21,7 @@ larger than the frame limit is refused as soon as its length word arrives; a fra
 arrive completely within ``frame_read_timeout_s`` of its first byte (a peer trickling a byte
 every few seconds defeats the idle timeout, not this). What all peers together make the
 server hold has one budget each for the whole process, because a budget per connection is
-no budget against many connections (``budgets``): request bytes (``max_buffered_bytes``),
+no budget against many connections (``BUDGETS``): request bytes (``max_buffered_bytes``),
 answer bytes not yet written (``max_pending_answer_bytes``), connections
 (``max_connections``) and connections per source address (``max_connections_per_source``).
 Past a budget the server sheds the peers holding the most (for a slot: the idlest connection
