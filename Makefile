@@ -53,7 +53,7 @@ lint: $(VENV)/.installed-test
 
 # Each prints its figures next to a reference measured in the same run (see README).
 bench: $(VENV)/.installed-test
-	for b in route_query register storm memory partial_frames pipelined_answers journal restart pipeline pipeline_warmup acl_check http_search; do \
+	for b in route_query register storm memory partial_frames pipelined_answers slow_readers journal restart pipeline pipeline_warmup acl_check http_search; do \
 		$(BIN)/python bench/$$b.py || exit 1; \
 	done
 

@@ -90,6 +90,8 @@ def start_server(
         "listenPort": port,
         "httpPort": 0,
         "journalDir": home / "journal",
+        # The load comes from this host's one address and stands for many client hosts.
+        "maxConnectionsPerSource": 0,
         **properties,
     }
     config = home / "namesrv.properties"

@@ -24,7 +24,7 @@ from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.codec import FrameDecoder, encode, encode_frame
 from pynamesrv.remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
-from waiting import trickled_until_closed, wait_for
+from waiting import trickled_until_closed
 
 # ---------------------------------------------------------------- 1. oneway writes
 
@@ -284,20 +284,6 @@ async def test_a_trickled_frame_is_closed_at_its_deadline(start_namesrv: Any) ->
     assert await trickled_until_closed(reader, writer, itertools.repeat(b"x")) == b""
     assert ns.server.refused["frame_timeout"] == 1
     assert ns.server.buffered_bytes == 0
-
-
-async def test_connections_beyond_the_maximum_are_closed_at_once(start_namesrv: Any) -> None:
-    ns = await start_namesrv(maxConnections=3)
-    kept = [await asyncio.open_connection("127.0.0.1", ns.port) for _ in range(3)]
-    await wait_for(lambda: len(ns.server.connections) == 3, "three connections held")
-    reader, writer = await asyncio.open_connection("127.0.0.1", ns.port)
-    assert await asyncio.wait_for(reader.read(), 10) == b""
-    writer.close()
-    assert ns.server.refused["max_connections"] == 1
-    for _, kept_writer in kept:
-        kept_writer.close()
-    await wait_for(lambda: not ns.server.connections, "every connection closed")
-    assert (await query_route(ns.port, "T")).code == ResponseCode.TOPIC_NOT_EXIST
 
 
 # ---------------------------------------------------------------- 6. minor

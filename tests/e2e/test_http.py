@@ -217,6 +217,10 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
     assert value(samples, "pynamesrv_connections") == 3
     assert value(samples, "pynamesrv_kv_entries") == 3
     assert value(samples, "pynamesrv_ready") == 1
+    for budget in ("connections", "connections_per_source", "buffered_bytes",
+                   "pending_answer_bytes"):  # fmt: skip
+        assert value(samples, "pynamesrv_budget_shed_total", budget=budget) == 0
+    assert value(samples, "pynamesrv_pending_answer_bytes") >= 0
     assert not [k for k in samples if k[0] == "pynamesrv_up"]  # Prometheus has `up`
     assert ("pynamesrv_journal_lag_seconds", frozenset()) not in samples  # journal off
 
@@ -236,7 +240,7 @@ async def test_metrics_follow_known_traffic(start_namesrv: Any, http_of: HttpOf)
                    for name, _ in labels}  # fmt: skip
     assert label_names <= {
         "request_code", "name", "code", "request_name", "le", "result", "cluster", "reason",
-        "cause", "loop",
+        "cause", "loop", "budget",
     }, label_names  # fmt: skip
     label_values = {v for _, labels in samples for _, v in labels}
     for leaked in ("TopicX", "TopicY", "TopicZ", "NoSuchTopic0", "127.0.0.1:10911", "broker-a"):

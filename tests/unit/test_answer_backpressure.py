@@ -5,6 +5,10 @@ what is built when is exact, with no socket and no clock."""
 from __future__ import annotations
 
 import asyncio
+import heapq
+from dataclasses import replace
+
+import pytest
 
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.config import NamesrvConfig
@@ -35,6 +39,7 @@ class Transport:
         self.reading = True
         self.paused = False
         self.closed = False
+        self.aborted = False
 
     def write(self, data: bytes) -> None:
         self.writes += 1
@@ -46,6 +51,9 @@ class Transport:
             self.paused = True
             assert self.protocol is not None
             self.protocol.pause_writing()
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.write(b"".join(parts))
 
     def peer_reads(self) -> None:
         self.buffered = 0
@@ -59,6 +67,12 @@ class Transport:
 
     def close(self) -> None:
         self.closed = True
+
+    def abort(self) -> None:
+        """As asyncio's: what was not written is dropped, the protocol told soon after."""
+        self.closed, self.buffered, self.aborted = True, 0, True
+        assert self.protocol is not None
+        asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
 
     def is_closing(self) -> bool:
         return self.closed
@@ -76,10 +90,15 @@ class Transport:
         self.reading = True
 
 
-def connect(drains: bool = False) -> tuple[NamesrvController, Connection, Transport]:
-    ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
-    ctrl.kv.apply(ctrl.kv.plan_put("ns", "k", VALUE))
-    server = RemotingServer(ctrl.handle, limits=LIMITS)
+def connect(
+    drains: bool = False, server: RemotingServer | None = None
+) -> tuple[NamesrvController, Connection, Transport]:
+    if server is None:
+        ctrl = NamesrvController(NamesrvConfig(listen_port=0, journal_enable=False, http_port=0))
+        ctrl.kv.apply(ctrl.kv.plan_put("ns", "k", VALUE))
+        server = RemotingServer(ctrl.handle, limits=LIMITS)
+    else:
+        ctrl = server.handler.__self__  # type: ignore[attr-defined]
     conn, transport = Connection(server), Transport(drains)
     transport.protocol = conn
     conn.connection_made(transport)  # type: ignore[arg-type]
@@ -152,3 +171,128 @@ async def test_requests_with_small_answers_are_answered_in_one_go() -> None:
     conn.data_received(b"".join(frames))
     assert transport.writes == 1 and transport.reading and conn.held == 0
     assert [a.opaque for a in answers(transport)] == list(range(50))
+
+
+# ------------------------------------------------- one budget of unwritten answers (issue 32)
+
+
+async def test_unwritten_answers_of_all_peers_have_one_budget() -> None:
+    """Finding 2: the high-water mark bounds one peer; many peers that send and never read
+    added up past any bound. Now the server's total is capped: past it the peer holding the
+    most is aborted (its unread answers dropped), the others keep being served."""
+    budget = 250_000
+    _, hoarder, hoarder_t = connect()
+    server = hoarder.server
+    server.limits = replace(LIMITS, max_pending_answer_bytes=budget)
+    hoarder.data_received(kv_lists(100))
+    one = hoarder_t.buffered // 4  # an answer; three are under the mark, the fourth crosses
+    assert server.pending_answer_bytes == hoarder.unsent == hoarder_t.buffered == 4 * one
+    _, small, small_t = connect(server=server)
+    small.data_received(kv_lists(2))
+    _, reader, reader_t = connect(drains=True, server=server)
+    reader.data_received(kv_lists(10))
+    assert server.pending_answer_bytes == 6 * one < budget and not server.budget_shed
+    _, late, late_t = connect(server=server)
+    late.data_received(kv_lists(100))  # over the budget with its third answer
+    assert hoarder_t.aborted and not hoarder.is_open
+    assert server.budget_shed == {"pending_answer_bytes": 1}
+    assert server.refused["answer_budget"] == 1
+    assert server.pending_answer_bytes == small_t.buffered + late_t.buffered <= budget
+    # Until the aborted transport lets its answers go, no answer is built (they would add
+    # to them): the late peer's next ones wait for a later turn.
+    assert server.releasing_answer_bytes == 4 * one
+    _, other, other_t = connect(server=server)
+    other.data_received(kv_lists(1))
+    assert other_t.buffered == 0 and not other_t.reading
+    await asyncio.sleep(0)
+    assert server.releasing_answer_bytes == 0
+    while not other_t.reading:
+        await asyncio.sleep(0)
+    assert [a.opaque for a in answers(other_t)] == [0]
+    while not reader_t.reading:  # the reading peer is served to the end meanwhile
+        await asyncio.sleep(0)
+    assert [a.opaque for a in answers(reader_t)] == list(range(10))
+    assert small.is_open and late.is_open and not small_t.aborted
+    await asyncio.sleep(0)  # the aborted transport's connection_lost
+    assert hoarder not in server.connections
+    late_t.peer_reads()  # resume_writing: the next answers, counted
+    held = small_t.buffered + late_t.buffered + other_t.buffered
+    assert held == server.pending_answer_bytes <= budget
+
+
+async def test_a_figure_left_high_by_a_quiet_drain_is_read_again_before_shedding() -> None:
+    """Between writes a buffer drains without a callback, so a connection's figure can be
+    above what it holds: before shedding, every holder's figure is read again, and a peer
+    that has read meanwhile is not shed for what it no longer holds."""
+    _, first, first_t = connect()
+    server = first.server
+    server.limits = replace(LIMITS, max_pending_answer_bytes=150_000)
+    first.data_received(kv_lists(3))
+    held = server.pending_answer_bytes
+    assert held == first_t.buffered and 2 * held > 150_000
+    first_t.buffered = 0  # the peer read everything; no water mark crossed, no callback
+    _, second, second_t = connect(server=server)
+    second.data_received(kv_lists(3))
+    assert not server.budget_shed and first.is_open and second.is_open
+    assert server.pending_answer_bytes == second_t.buffered  # the stale figure is gone
+    while not second_t.reading:  # near the budget its answers come one turn at a time
+        await asyncio.sleep(0)
+    assert not server.budget_shed and server.pending_answer_bytes == second_t.buffered == held
+
+
+async def test_a_request_whose_answer_is_awaited_counts_in_the_buffered_budget() -> None:
+    """What a peer makes the server hold on the request side: incomplete frames, frames
+    waiting their turn, and the request being answered (a handler may hold its body while
+    it decodes it a step at a time); all three count in maxBufferedBytes."""
+    answered: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    server = RemotingServer(lambda request, conn: answered, limits=LIMITS)
+    conn, transport = Connection(server), Transport()
+    transport.protocol = conn
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    request = RemotingCommand(code=RequestCode.REGISTER_BROKER, opaque=1, body=b"b" * 50_000)
+    frame = encode(request)
+    conn.data_received(frame)
+    assert conn.held == server.buffered_bytes == len(frame) - 8  # header and body
+    answered.set_result(RemotingCommand.response_to(request, ResponseCode.SUCCESS))
+    while server.buffered_bytes:
+        await asyncio.sleep(0)
+    assert conn.held == 0 and len(answers(transport)) == 1
+
+
+async def test_an_idle_connection_holding_unread_answers_is_reset_not_left_flushing() -> None:
+    """``close`` keeps what was not written until the peer reads it, which a peer idle for
+    the whole idle timeout never does: the connection, its slot and its answers would stay
+    forever. So an idle close with answers unwritten aborts."""
+    _, conn, transport = connect()
+    conn.server.limits = replace(LIMITS, idle_seconds=60)
+    conn.data_received(kv_lists(10))
+    assert transport.buffered and conn.server.pending_answer_bytes
+    conn.last_activity -= 61
+    conn._check()
+    assert transport.aborted and conn.server.pending_answer_bytes == 0
+
+
+def test_the_idlest_unprotected_connection_is_found_without_a_scan_per_accept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``idlest`` scans once for the IDLE_CANDIDATES idlest connections and takes them in
+    turn while each is still as idle as it was; protected connections (a broker on them)
+    are never picked."""
+    server = RemotingServer(lambda request, conn: None, limits=LIMITS)
+    conns = []
+    for index in range(200):
+        conn, transport = Connection(server), Transport()
+        transport.protocol = conn
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.last_activity = float(index)  # conns[0] is the idlest
+        conns.append(conn)
+    brokers = set(conns[:10])
+    server.protected = lambda conn: conn in brokers
+    scans = []
+    nsmallest = heapq.nsmallest
+    monkeypatch.setattr(heapq, "nsmallest", lambda *a, **k: scans.append(1) or nsmallest(*a, **k))
+    assert server.idlest() is conns[10]
+    conns[10].transport.close()  # type: ignore[union-attr]  # shed: no longer open
+    conns[11].last_activity = 1_000.0  # it read meanwhile
+    assert server.idlest() is conns[12]
+    assert len(scans) == 1

@@ -14,6 +14,7 @@ from pynamesrv.remoting.accept_errors import ACCEPT_FAILED
 from pynamesrv.remoting.fdbudget import RESERVE, http_cap, remoting_cap
 from pynamesrv.remoting.ratelog import RateLimitedLog
 from pynamesrv.remoting.server import RemotingServer
+from pynamesrv.remoting.slots import SourceCounts, source_of
 
 
 def test_cluster_labels_from_registrations_are_bounded() -> None:
@@ -84,3 +85,19 @@ async def test_a_failed_remoting_accept_is_counted_and_logged_once(
         "retrying every second"
     ]
     assert seen == [ACCEPT_FAILED, "something else"]
+
+
+def test_connections_count_by_source_ipv6_by_its_64_loopback_included() -> None:
+    """maxConnectionsPerSource counts an address; a host that holds a whole IPv6 /64 is one
+    source, and an IPv4-mapped address is the IPv4 host it is (dual-stack sockets)."""
+    assert source_of("127.0.0.1") == "127.0.0.1"
+    assert source_of("::ffff:10.0.0.1") == "10.0.0.1"
+    assert source_of("2001:db8::1") == source_of("2001:db8::ffff:7") == "2001:db8::/64"
+    assert source_of("2001:db8:0:1::1") == "2001:db8:0:1::/64"
+    assert source_of("fe80::1%eth0") == "fe80::/64"
+    counts = SourceCounts(2)
+    assert counts.admit("127.0.0.1") and counts.admit("127.0.0.1")
+    assert not counts.admit("127.0.0.1") and counts.admit("127.0.0.2")
+    counts.release("127.0.0.1")
+    assert counts.admit("127.0.0.1") and counts.counts == {"127.0.0.1": 2, "127.0.0.2": 1}
+    assert all(SourceCounts(0).admit("::1") for _ in range(5))  # 0: no cap

@@ -42,10 +42,13 @@ from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
 from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.server import (
+    BUDGETS,
+    REFUSED_ANSWER_BUDGET,
     REFUSED_BUFFER_BUDGET,
     REFUSED_FRAME_TIMEOUT,
     REFUSED_MALFORMED,
     REFUSED_MAX_CONNECTIONS,
+    REFUSED_PER_SOURCE,
 )
 
 if TYPE_CHECKING:
@@ -60,10 +63,12 @@ OTHER_CLUSTER: Final = "other"
 UNKNOWN_NAME: Final = "UNKNOWN"
 # Always exported, at 0 until something happens, so alerts need no absent() clause.
 REFUSAL_REASONS: Final = (
+    REFUSED_ANSWER_BUDGET,
     REFUSED_BUFFER_BUDGET,
     REFUSED_FRAME_TIMEOUT,
     REFUSED_MALFORMED,
     REFUSED_MAX_CONNECTIONS,
+    REFUSED_PER_SOURCE,
 )
 REMOVAL_REASONS: Final = (
     RemovalReason.UNREGISTER,
@@ -253,9 +258,28 @@ class NamesrvCollector(Collector):
             yield from _search_families(self.searches)
         yield GaugeMetricFamily(
             "pynamesrv_buffered_bytes",
-            "Bytes of incomplete frames all connections hold (capped by maxBufferedBytes).",
+            "Request bytes all connections hold: incomplete, waiting or being answered "
+            "(capped by maxBufferedBytes).",
             value=view.buffered_bytes(),
         )
+        yield GaugeMetricFamily(
+            "pynamesrv_pending_answer_bytes",
+            "Answer bytes all connections hold unwritten: peers that have not read them yet "
+            "(capped by maxPendingAnswerBytes).",
+            value=view.pending_answer_bytes(),
+        )
+        shed = CounterMetricFamily(
+            "pynamesrv_budget_shed",
+            "Remoting connections closed or refused by a server-wide budget: connections "
+            "(maxConnections: the idlest shed for a new one), connections_per_source "
+            "(maxConnectionsPerSource), buffered_bytes (maxBufferedBytes), "
+            "pending_answer_bytes (maxPendingAnswerBytes).",
+            labels=["budget"],
+        )
+        shed_counts = view.budget_shed()
+        for budget in BUDGETS:
+            shed.add_metric([budget], shed_counts.get(budget, 0))
+        yield shed
         yield GaugeMetricFamily(
             "pynamesrv_kv_entries",
             "Entries in the KV config store, all namespaces.",

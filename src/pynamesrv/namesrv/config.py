@@ -152,7 +152,9 @@ class NamesrvConfig:
     http_tls_key_password: str = ""
     # pynamesrv's own: limits
     max_connections: int = 10_000
-    max_buffered_bytes: int = 512 * 1024 * 1024
+    max_connections_per_source: int = 1_000
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    max_pending_answer_bytes: int = 256 * 1024 * 1024
     frame_read_timeout_seconds: int = 60
     proxy_protocol: str = "auto"
     proxy_protocol_trusted_addresses: str = ""
@@ -211,6 +213,13 @@ class NamesrvConfig:
             out.append(
                 f"maxBufferedBytes={self.max_buffered_bytes} is not allowed: at least "
                 f"frameMaxLength ({self.frame_max_length}), or no frame of that size can arrive"
+            )
+        high_water = self.write_buffer_high_water_mark or 4 * 1024 * 1024
+        if self.max_pending_answer_bytes < 2 * high_water:
+            out.append(
+                f"maxPendingAnswerBytes={self.max_pending_answer_bytes} is not allowed: at "
+                f"least twice the write high-water mark ({high_water}), or one peer reading a "
+                "large answer would be shed"
             )
         low, high = self.write_buffer_low_water_mark, self.write_buffer_high_water_mark
         if low and high and low > high:

@@ -90,7 +90,9 @@ def server_limits(config: NamesrvConfig) -> ServerLimits:
         max_frame_length=config.frame_max_length,
         idle_seconds=config.server_channel_max_idle_time_seconds,
         max_connections=max_connections,
+        max_connections_per_source=config.max_connections_per_source,
         max_buffered_bytes=config.max_buffered_bytes,
+        max_pending_answer_bytes=config.max_pending_answer_bytes,
         frame_read_timeout_s=config.frame_read_timeout_seconds,
         send_buffer=config.server_socket_snd_buf_size,
         receive_buffer=config.server_socket_rcv_buf_size,
@@ -218,6 +220,8 @@ class NamesrvController:
         self.server = RemotingServer(
             self.handle,
             on_close=self._on_connection_closed,
+            # A connection a broker registered on is never shed to make room for another.
+            protected=self.routes.serves_brokers,
             # The fast path answers route queries unread: not when each must be signed.
             raw_answerer=self.route_fast_path if use_fast_path else None,
             limits=limits,

@@ -393,12 +393,26 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          minimum=1, maximum=1024),
     # pynamesrv's own: limits
     _key("maxConnections", N, RESTART, False, "pynamesrv",
-         "Connections beyond this are closed as soon as they are accepted.",
+         "Remoting connections open at once. When all are taken, a new connection sheds "
+         "the idlest one no broker is registered on (refused only when every one holds a "
+         "broker).",
          minimum=1, maximum=1_000_000),
+    _key("maxConnectionsPerSource", N, RESTART, False, "pynamesrv",
+         "Remoting connections open at once from one client address (an IPv6 one by its "
+         "/64; loopback included; behind a load balancer named in "
+         "proxyProtocolTrustedAddresses, the address its PROXY header names); more are "
+         "closed on accept. 0: no cap.",
+         minimum=0, maximum=1_000_000),
     _key("maxBufferedBytes", N, RESTART, False, "pynamesrv",
-         "Bytes of incomplete frames all connections together may hold; a connection that "
-         "needs more is closed. At least frameMaxLength.",
+         "Request bytes all connections together may hold (incomplete frames, frames "
+         "waiting their turn, requests being answered); past it the connections holding "
+         "the most are closed. At least frameMaxLength.",
          minimum=MIB, maximum=64 * 1024 * MIB),
+    _key("maxPendingAnswerBytes", N, RESTART, False, "pynamesrv",
+         "Answer bytes all connections together may hold unwritten (peers that send and "
+         "do not read); past it the connections holding the most are closed. At least "
+         "twice writeBufferHighWaterMark.",
+         minimum=8 * MIB, maximum=64 * 1024 * MIB),
     _key("frameReadTimeoutSeconds", N, RESTART, False, "pynamesrv",
          "A frame must arrive completely within this many seconds of its first byte.",
          minimum=1, maximum=3600),

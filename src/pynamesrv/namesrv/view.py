@@ -162,6 +162,16 @@ class NamesrvView:
     def buffered_bytes(self) -> int:
         return self._ctrl.server.buffered_bytes
 
+    def pending_answer_bytes(self) -> int:
+        """Answer bytes the remoting connections hold unwritten (``maxPendingAnswerBytes``),
+        those of connections just shed included."""
+        server = self._ctrl.server
+        return server.pending_answer_bytes + server.releasing_answer_bytes
+
+    def budget_shed(self) -> Mapping[str, int]:
+        """Remoting connections closed or refused by a server-wide budget, by budget."""
+        return self._ctrl.server.budget_shed
+
     def journal_lag_s(self) -> float | None:
         journal = self._ctrl.journal
         return None if journal is None else float(journal.lag_seconds())

@@ -399,3 +399,10 @@ def encode_frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes
 def encode(cmd: RemotingCommand) -> bytes:
     """One whole frame for ``cmd``."""
     return encode_frame(cmd.serialize_type, encode_header(cmd), cmd.body)
+
+
+def encode_head(cmd: RemotingCommand) -> bytes:
+    """The frame for ``cmd`` without its body: written before the body itself, a large body
+    (a cached topic list) is sent without being copied into each answer."""
+    header = encode_header(cmd)
+    return frame_head(cmd.serialize_type, len(header), len(cmd.body)) + header

@@ -19,9 +19,14 @@ than it reads, and keep the loop for no longer than building one high-water mark
 Limits keep a hostile peer from holding memory or connections (``ServerLimits``): a frame
 larger than the frame limit is refused as soon as its length word arrives; a frame must
 arrive completely within ``frame_read_timeout_s`` of its first byte (a peer trickling a byte
-every few seconds defeats the idle timeout, not this); the bytes of incomplete frames all
-connections hold together are capped by ``max_buffered_bytes``; connections beyond
-``max_connections`` are closed at once. Each refusal is counted in ``refused`` by reason.
+every few seconds defeats the idle timeout, not this). What all peers together make the
+server hold has one budget each for the whole process, because a budget per connection is
+no budget against many connections (``BUDGETS``): request bytes (``max_buffered_bytes``),
+answer bytes not yet written (``max_pending_answer_bytes``), connections
+(``max_connections``) and connections per source address (``max_connections_per_source``).
+Past a budget the server sheds the peers holding the most (for a slot: the idlest connection
+no broker is registered on), counts it in ``budget_shed`` and logs once a minute. Each
+refusal is also counted in ``refused`` by reason.
 
 TLS is decided by the first byte a connection sends, as Java's TlsModeHandler does: 0x16
 (a TLS handshake record) puts a ``TlsSession`` between the transport and the decoder, any
@@ -62,6 +67,7 @@ from pynamesrv.remoting.codec import (
     RawFrame,
     decode_command,
     encode,
+    encode_head,
 )
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.logtext import NAME_MAX, shown
@@ -75,6 +81,7 @@ from pynamesrv.remoting.proxy_protocol import (
     parse,
 )
 from pynamesrv.remoting.ratelog import RateLimitedLog
+from pynamesrv.remoting.slots import IdleConnections, SourceCounts, source_of
 from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError, TlsMode, TlsSession
 
 log = logging.getLogger(__name__)
@@ -104,9 +111,23 @@ REFUSED_BUFFER_BUDGET: Final = "buffer_budget"
 REFUSED_FRAME_TIMEOUT: Final = "frame_timeout"
 REFUSED_MALFORMED: Final = "malformed_frame"
 REFUSED_PROXY_HEADER: Final = "proxy_header"  # malformed, untrusted, missing or unwanted
+REFUSED_PER_SOURCE: Final = "max_connections_per_source"
+REFUSED_ANSWER_BUDGET: Final = "answer_budget"
+
+# The server-wide budgets (``budget_shed``'s keys, the metric's ``budget`` label).
+BUDGET_CONNECTIONS: Final = "connections"
+BUDGET_PER_SOURCE: Final = "connections_per_source"
+BUDGET_BUFFERED: Final = "buffered_bytes"
+BUDGET_PENDING_ANSWERS: Final = "pending_answer_bytes"
+BUDGETS: Final = (BUDGET_CONNECTIONS, BUDGET_PER_SOURCE, BUDGET_BUFFERED, BUDGET_PENDING_ANSWERS)
 
 _REFUSAL_LOG_PERIOD_S: Final = 10.0
 ACCEPT_ERROR_LOG_PERIOD_S: Final = 60.0
+SHED_LOG_PERIOD_S: Final = 60.0
+# An answer body this large is written as it is, after its head, not copied into a frame:
+# listings are cached bodies of megabytes, and a thousand unread answers of one listing
+# then hold one copy of it, not a thousand (the transport keeps the parts, uvloop's as well).
+SHARED_BODY_MIN: Final = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -115,8 +136,10 @@ class ServerLimits:
 
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     idle_seconds: float = 120.0  # no read or write for this long: close (0: never)
-    max_connections: int = 10_000
-    max_buffered_bytes: int = 512 * 1024 * 1024
+    max_connections: int = 10_000  # past it, the idlest unprotected connection is shed
+    max_connections_per_source: int = 1_000  # per client IP; 0: no cap
+    max_buffered_bytes: int = 256 * 1024 * 1024  # request bytes held, all connections
+    max_pending_answer_bytes: int = 256 * 1024 * 1024  # answer bytes unwritten, all of them
     frame_read_timeout_s: float = 60.0  # 0: no deadline
     send_buffer: int = 0  # SO_SNDBUF of accepted sockets, 0: the OS default
     receive_buffer: int = 0  # SO_RCVBUF
@@ -146,6 +169,11 @@ class Connection(asyncio.Protocol):
         self._paused_for_writes = False
         self._soon: asyncio.Handle | None = None  # the backlog's next turn (``_answer_soon``)
         self._held = 0  # bytes counted in the server's buffered total
+        self._awaited = 0  # bytes of the request whose answer is awaited
+        self._unsent = 0  # bytes counted in the server's pending answer total
+        self._largest = 0  # the largest write since the transport's buffer was last empty
+        self._releasing = 0  # what it held when aborted, until the transport lets it go
+        self._source: str | None = None  # the address counted in the server's per-source table
         self._frame_started: float | None = None  # when the incomplete frame began
         self._refused = False
         self._socket_host = "?"  # the IP the socket came from (a load balancer's, if proxied)
@@ -157,6 +185,7 @@ class Connection(asyncio.Protocol):
         # transport's own write, or encryption first.
         self._inbound: Callable[[bytes], bytes] | None = self._first_read
         self._send: Callable[[bytes], object] = _unconnected
+        self._send_parts: Callable[[list[bytes]], object] = _unconnected
         self.tls: TlsSession | None = None
 
     def __repr__(self) -> str:
@@ -177,9 +206,16 @@ class Connection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
             self._socket_host = str(peer[0])
         server, limits = self.server, self.server.limits
-        if len(server.connections) >= limits.max_connections:
+        # A trusted load balancer's own address is not capped: the PROXY header names the
+        # client that counts (``_proxied``).
+        admitted = server.speaks_for_others(self._socket_host) or server.admit_source(
+            self, self._socket_host
+        )
+        if not admitted or (
+            len(server.connections) >= limits.max_connections and not server.make_room(self)
+        ):
             self._refused = True
-            server.refuse(REFUSED_MAX_CONNECTIONS, self.peer)
+            server.release_source(self)
             transport.close()
             return
         sock = transport.get_extra_info("socket")
@@ -191,6 +227,7 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.receive_buffer)
         tcp.set_write_buffer_limits(high=limits.write_high_water, low=limits.write_low_water)
         self._send = tcp.write
+        self._send_parts = self._write_parts
         server.connections.add(self)
         self._arm_timer()
 
@@ -205,11 +242,21 @@ class Connection(asyncio.Protocol):
             self._queue(data)
             return
         before = decoder.buffered
-        raw_answerer = self.server.raw_answerer
-        if raw_answerer is not None and not before and not self._paused_for_writes:
+        server = self.server
+        raw_answerer = server.raw_answerer
+        if (
+            raw_answerer is not None
+            and not before
+            and not self._paused_for_writes
+            and not server.releasing_answer_bytes
+        ):
             answers = raw_answerer.answer_read(data)
             if answers is not None:
                 self._send(answers)
+                # The kernel took it all, as it does for a peer that reads: one C call.
+                transport = self.transport
+                if self._unsent or (transport is not None and transport.get_write_buffer_size()):
+                    self._wrote(len(answers))
                 return
         broken: FrameError | None = None
         try:
@@ -262,11 +309,21 @@ class Connection(asyncio.Protocol):
         high-water mark (one at least, unless the transport paused writing): so a connection
         holds about one high-water mark of answers plus one answer, however many requests
         with large answers a read carries, and one call builds no more than that."""
-        handler = self.server.handler
+        server = self.server
+        handler = server.handler
         transport = self.transport
-        high = self.server.limits.write_high_water
+        high = server.limits.write_high_water
         room = high - transport.get_write_buffer_size() if transport is not None else high
+        # Near the server's budget of unwritten answers, one answer per turn at most; none
+        # while shed connections still hold theirs (they let go after this turn of the loop:
+        # until then, answers built would add to them).
+        budget = server.limits.max_pending_answer_bytes - server.pending_answer_bytes
+        if server.releasing_answer_bytes and budget <= server.releasing_answer_bytes:
+            return 0, None
+        room = min(room, budget)
         out: list[bytes] = []
+        parts = False  # ``out`` holds a large body apart from its head
+        size = 0
         index, count = 0, len(frames)
         error: FrameError | None = None
         while index < count:
@@ -292,13 +349,14 @@ class Connection(asyncio.Protocol):
             if answer is None:
                 continue
             if inspect.isawaitable(answer):
-                self._await(answer, command.is_oneway)
+                self._await(answer, command.is_oneway, len(header) + len(body))
                 break
             if command.is_oneway:  # Java never answers a oneway request
                 continue
             if not isinstance(answer, bytes):
+                body = answer.body
                 try:
-                    answer = encode(answer)
+                    head = encode_head(answer)
                 except Exception as exc:  # an answer we cannot encode is our bug, not theirs
                     log.error(
                         "encoding the answer to code %s failed: %s: %s",
@@ -308,16 +366,32 @@ class Connection(asyncio.Protocol):
                     )
                     error = FrameError("unanswerable request")
                     break
+                if len(body) >= SHARED_BODY_MIN:
+                    out += (head, body)
+                    parts = True
+                    size += len(head) + len(body)
+                    room -= len(head) + len(body)
+                    continue
+                answer = head + body
             out.append(answer)
+            size += len(answer)
             room -= len(answer)
         if out:
-            self._send(b"".join(out) if len(out) > 1 else out[0])
+            if parts:
+                self._send_parts(out)
+            else:
+                self._send(b"".join(out) if len(out) > 1 else out[0])
+            self._wrote(size)
         return index, error
 
-    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
+    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool, size: int) -> None:
+        """Await ``answer``; the request (``size`` bytes, which its handler may still hold)
+        counts in the server's buffered total until it is answered."""
         self._waiting = asyncio.ensure_future(self._answer_later(answer, oneway))
+        self._awaited = size
         if self.transport is not None:
             self.transport.pause_reading()
+        self._account()
 
     async def _answer_later(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
         try:
@@ -331,11 +405,12 @@ class Connection(asyncio.Protocol):
             )
             command = None
         self._waiting = None
+        self._awaited = 0
         if not self.is_open:
             return
         if command is not None and not oneway:
             try:
-                self._send(encode(command))
+                frame = encode(command)
             except Exception as exc:
                 log.error(
                     "encoding an answer to %s failed: %s: %s",
@@ -343,6 +418,9 @@ class Connection(asyncio.Protocol):
                     type(exc).__name__,
                     shown(exc, NAME_MAX),
                 )
+            else:
+                self._send(frame)
+                self._wrote(len(frame))
         self._serve_backlog()
 
     def _answer_soon(self) -> None:
@@ -413,19 +491,27 @@ class Connection(asyncio.Protocol):
                 self._frame_started = time.monotonic()
                 self._arm_timer()
             return b""
-        self._proxied(header)
+        if not self._proxied(header):
+            return b""
         self._frame_started = None  # complete: the first frame's clock starts with its bytes
         self._inbound = self._sniff_tls
         return self._sniff_tls(data[header.length :])
 
-    def _proxied(self, header: ProxyHeader) -> None:
+    def _proxied(self, header: ProxyHeader) -> bool:
         """Take the client's address from the header: every later use of ``peer`` (logs,
-        audit, ACL address checks, routes' channel names) sees the client, not the proxy."""
+        audit, ACL address checks, routes' channel names) sees the client, not the proxy;
+        the per-source cap too. False: that client has its share of connections (closed)."""
         if header.source is None:  # LOCAL / UNKNOWN: the proxy speaks for itself
-            return
+            return True
         host, port = header.source
         self.proxied_by = self.peer
         self.peer = f"{host}:{port}"
+        server = self.server
+        server.release_source(self)  # counted as the socket's address until now, if at all
+        if not server.admit_source(self, host):
+            self.close(ERROR)
+            return False
+        return True
 
     def _refuse_proxy(self, detail: str) -> bytes:
         self.server.refuse(REFUSED_PROXY_HEADER, self.peer, detail)
@@ -464,6 +550,7 @@ class Connection(asyncio.Protocol):
         self.tls = TlsSession(context)
         self._inbound = self._receive_tls
         self._send = self._send_tls
+        self._send_parts = self._send_tls_parts
         # The handshake is timed like a frame: a ClientHello trickled a byte at a time would
         # otherwise hold a connection slot for as long as the idle timeout keeps resetting.
         self._handshaking = True
@@ -484,6 +571,7 @@ class Connection(asyncio.Protocol):
             self.close(ERROR)
             return b""
         self._flush_tls(tls)
+        self._wrote()
         if self._handshaking and tls.handshake_done:
             self._handshaking = False
             self._frame_started = None  # the first frame's clock starts with its bytes
@@ -509,6 +597,15 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(records)
 
+    def _write_parts(self, parts: list[bytes]) -> None:
+        """A frame head and a large body (``SHARED_BODY_MIN``) as they are: the transport
+        keeps the body, not a copy (uvloop's ``writelines`` writes them with one writev)."""
+        if self.transport is not None:
+            self.transport.writelines(parts)
+
+    def _send_tls_parts(self, parts: list[bytes]) -> None:
+        self._send_tls(b"".join(parts))
+
     def _flush_tls_close(self, tls: TlsSession) -> None:
         self.tls = None  # nothing more is encrypted after close_notify
         records = tls.close()
@@ -524,6 +621,7 @@ class Connection(asyncio.Protocol):
         """The peer read the buffer down to the low-water mark: answer what waits, then read
         again (an awaited answer, when there is one, does both once it is written)."""
         self._paused_for_writes = False
+        self._wrote()  # down to the low-water mark
         if self._waiting is None and self._soon is None:
             self._serve_backlog()
 
@@ -534,9 +632,14 @@ class Connection(asyncio.Protocol):
         if self._refused:
             return
         self._account()  # not open any more: drops the buffers, counts nothing
+        server = self.server
+        server.count_unsent(self, 0)
+        server.releasing_answer_bytes -= self._releasing
+        self._releasing = 0
+        server.release_source(self)
         reason = self._close_reason if exc is None else ERROR
-        self.server.connections.discard(self)
-        self.server.on_close(self, reason)
+        server.connections.discard(self)
+        server.on_close(self, reason)
 
     # limits -----------------------------------------------------------------------
 
@@ -557,7 +660,8 @@ class Connection(asyncio.Protocol):
             self.decoder.discard()
             self._backlog.clear()
             self._backlog_bytes = 0
-        held = self.decoder.buffered + self._backlog_bytes
+            self._awaited = 0
+        held = self.decoder.buffered + self._backlog_bytes + self._awaited
         server = self.server
         server.buffered_bytes += held - self._held
         self._held = held
@@ -566,8 +670,53 @@ class Connection(asyncio.Protocol):
 
     @property
     def held(self) -> int:
-        """Bytes of incomplete or waiting frames this connection holds."""
+        """Bytes of request frames this connection holds: incomplete, waiting their turn, or
+        being answered (an awaited answer)."""
         return self._held
+
+    @property
+    def unsent(self) -> int:
+        """Bytes the transport keeps of this connection's answers, at most, as counted at the
+        last write or water-mark callback (``_unwritten``)."""
+        return self._unsent
+
+    def _wrote(self, size: int = 0) -> None:
+        """Count what the transport holds of the answers in the server's total, after a write
+        of ``size`` bytes or a water-mark callback: one call when the kernel took everything
+        (a peer that reads). Between writes the buffer only drains, so a figure is never
+        below the real one."""
+        unsent = self._unwritten(size)
+        if unsent != self._unsent:
+            self.server.count_unsent(self, unsent, shed=True)
+
+    def _unwritten(self, size: int = 0) -> int:
+        """The memory the transport holds for this connection's answers, at most. Its buffer
+        size is not all of it: a write the kernel took in part is kept whole until its last
+        byte is sent (uvloop, asyncio), so up to the largest write more. Bounded by what was
+        counted before plus ``size``, which is exact when the buffer was empty before."""
+        transport = self.transport
+        buffered = transport.get_write_buffer_size() if transport is not None else 0
+        if not buffered:
+            self._largest = 0
+            return 0
+        if size > self._largest:
+            self._largest = size
+        return min(self._unsent + size, buffered + self._largest)
+
+    def abort(self, reason: str) -> None:
+        """Close at once and drop the answers not written (``close`` keeps them until the
+        peer reads, which a peer shed for not reading never does). The transport lets them
+        go when it reports the connection lost, after this turn of the loop: until then they
+        count as ``releasing_answer_bytes``."""
+        self._close_reason = reason
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+            self._account()
+            server = self.server
+            held, self._releasing = self._unsent, self._releasing + self._unsent
+            server.releasing_answer_bytes += held
+            server.count_unsent(self, 0)
 
     def close(self, reason: str = CLOSED) -> None:
         """Close the connection; ``on_close`` then reports ``reason``."""
@@ -622,12 +771,15 @@ class Connection(asyncio.Protocol):
             self.close(ERROR)
         elif limits.idle_seconds > 0 and now - self.last_activity >= limits.idle_seconds:
             log.info("closing %s: idle for %ss", shown(self.peer), limits.idle_seconds)
-            self.close(IDLE)
+            if self.transport.get_write_buffer_size():  # it does not read: never flushed
+                self.abort(IDLE)
+            else:
+                self.close(IDLE)
         else:
             self._arm_timer()
 
 
-def _unconnected(data: bytes) -> None:
+def _unconnected(data: bytes | list[bytes]) -> None:
     """``Connection._send`` before the transport exists (nothing is sent before a read)."""
 
 
@@ -644,17 +796,28 @@ class RemotingServer:
         backlog: int = 1024,
         tls: TlsContextHolder | None = None,
         proxy: ProxyPolicy | None = None,
+        protected: Callable[[Connection], bool] = lambda conn: False,
     ) -> None:
+        """``protected``: whether a connection is one the caller needs most (the name server:
+        a broker is registered on it); such a connection is never shed for a slot."""
         self.handler = handler
         self.on_close = on_close
+        self.protected = protected
         self.raw_answerer = raw_answerer
         self.limits = limits or ServerLimits()
         self.backlog = backlog
         self.tls = tls  # None: a TLS hello is closed, as in tls.server.mode=disabled
         self.proxy = proxy or ProxyPolicy()  # off: no PROXY headers
         self.connections: set[Connection] = set()
-        self.buffered_bytes = 0  # incomplete frames held by all connections
+        self.buffered_bytes = 0  # request bytes held by all connections (``Connection.held``)
+        self.pending_answer_bytes = 0  # answer bytes not written, all connections
+        # Those of connections aborted in this turn of the loop, not yet let go.
+        self.releasing_answer_bytes = 0
+        self._sources = SourceCounts(self.limits.max_connections_per_source)
+        self._idle: IdleConnections[Connection] = IdleConnections()
         self.refused: Counter[str] = Counter()  # connections closed by a limit, by reason
+        self.budget_shed: Counter[str] = Counter()  # connections closed by a budget (``BUDGETS``)
+        self._shed_log = RateLimitedLog(log, SHED_LOG_PERIOD_S)
         self._refusals_logged: dict[str, tuple[float, int]] = {}
         self._server: asyncio.AbstractServer | None = None
         self.accept_errors = 0  # accept() failures: out of descriptors or kernel memory
@@ -691,22 +854,130 @@ class RemotingServer:
             f"{len(self.connections)} open, retrying every second",
         )
 
+    def shed(self, budget: str, reason: str, peer: str, detail: str) -> None:
+        """Count a connection closed (or refused) by a server-wide budget; one line a minute
+        per budget says so and how many more there were."""
+        self.budget_shed[budget] += 1
+        self.refused[reason] += 1
+        self._shed_log.hit(budget, logging.WARNING, f"closing {shown(peer)} ({reason}): {detail}")
+
     def shed_buffers(self) -> None:
-        """Over the budget of incomplete frames: close the connections holding the most
-        until the total fits again. Small holders (route queries, ordinary registrations)
-        are the last to go; the total never stays above the budget past one read."""
+        """Over the budget of request bytes: close the connections holding the most until
+        the total fits again. Small holders (route queries, ordinary registrations) are the
+        last to go; the total never stays above the budget past one read."""
         limit = self.limits.max_buffered_bytes
         while self.buffered_bytes > limit:
             victim = max(self.connections, key=attrgetter("held"), default=None)
             if victim is None or not victim.held:
                 return
-            self.refuse(
+            self.shed(
+                BUDGET_BUFFERED,
                 REFUSED_BUFFER_BUDGET,
                 victim.peer,
-                f"it holds {victim.held} bytes of incomplete frames; all connections "
+                f"it holds {victim.held} bytes of requests; all connections "
                 f"{self.buffered_bytes} > maxBufferedBytes {limit}",
             )
             victim.close(ERROR)
+
+    # pending answers ---------------------------------------------------------------
+
+    def count_unsent(self, conn: Connection, unsent: int, shed: bool = False) -> None:
+        """Set what ``conn``'s transport holds unwritten in the total; with ``shed``, close
+        the largest holders if the total is over ``max_pending_answer_bytes``."""
+        self.pending_answer_bytes += unsent - conn._unsent
+        conn._unsent = unsent
+        if shed and self.pending_answer_bytes > self.limits.max_pending_answer_bytes:
+            self.shed_answers()
+
+    def shed_answers(self) -> None:
+        """Over the budget of unwritten answers: abort the connections holding the most (a
+        peer that sends and does not read) until the total fits. First every holder's figure
+        is read again, since buffers drain without a callback between writes: so this scan,
+        the only one over all holders, runs only when the real total may be over."""
+        holders = [conn for conn in self.connections if conn._unsent]
+        for conn in holders:
+            self.count_unsent(conn, conn._unwritten())
+        limit = self.limits.max_pending_answer_bytes
+        if self.pending_answer_bytes <= limit:
+            return
+        holders.sort(key=attrgetter("unsent"), reverse=True)
+        for victim in holders:
+            if self.pending_answer_bytes <= limit or not victim.unsent:
+                return
+            self.shed(
+                BUDGET_PENDING_ANSWERS,
+                REFUSED_ANSWER_BUDGET,
+                victim.peer,
+                f"{victim.unsent} bytes of answers it does not read; all connections "
+                f"{self.pending_answer_bytes} > maxPendingAnswerBytes {limit}",
+            )
+            victim.abort(ERROR)
+
+    # connection slots --------------------------------------------------------------
+
+    def speaks_for_others(self, host: str) -> bool:
+        """Whether connections from ``host`` are counted by the client a PROXY header names
+        (a load balancer named in ``proxyProtocolTrustedAddresses``), not by ``host``."""
+        proxy = self.proxy
+        return proxy.mode is not ProxyMode.OFF and bool(proxy.trusted) and proxy.trusts(host)
+
+    @property
+    def sources(self) -> dict[str, int]:
+        """Open connections by the source address they are counted under."""
+        return self._sources.counts
+
+    def admit_source(self, conn: Connection, host: str) -> bool:
+        """Count ``conn`` as one of the connections of ``host``'s source (``source_of``);
+        False (counted as shed, not admitted) when it already has
+        ``max_connections_per_source``."""
+        sources, source = self._sources, source_of(host)
+        sources.cap = self.limits.max_connections_per_source  # the limits in force now
+        if not sources.admit(source):
+            self.shed(
+                BUDGET_PER_SOURCE,
+                REFUSED_PER_SOURCE,
+                conn.peer,
+                f"{sources.counts[source]} connections from {shown(source)} already "
+                f"(maxConnectionsPerSource {sources.cap})",
+            )
+            return False
+        conn._source = source
+        return True
+
+    def release_source(self, conn: Connection) -> None:
+        host, conn._source = conn._source, None
+        if host is not None:
+            self._sources.release(host)
+
+    def make_room(self, new: Connection) -> bool:
+        """All ``max_connections`` slots are taken: shed the idlest connection no broker is
+        registered on, so a flood of idle connections cannot lock brokers and clients out.
+        False (``new`` refused) when every open connection is protected."""
+        victim = self.idlest()
+        limit = self.limits.max_connections
+        if victim is None:
+            self.shed(
+                BUDGET_CONNECTIONS,
+                REFUSED_MAX_CONNECTIONS,
+                new.peer,
+                f"all maxConnections {limit} slots hold brokers",
+            )
+            return False
+        idle_s = time.monotonic() - victim.last_activity
+        self.shed(
+            BUDGET_CONNECTIONS,
+            REFUSED_MAX_CONNECTIONS,
+            victim.peer,
+            f"the idlest connection ({idle_s:.0f}s) makes room for {shown(new.peer)}; "
+            f"maxConnections {limit}",
+        )
+        victim.abort(IDLE)
+        return True
+
+    def idlest(self) -> Connection | None:
+        """The open connection longest without a read that is not ``protected`` (a broker
+        is registered on it), or None; without a scan per call (``slots``)."""
+        return self._idle.idlest(self.connections, self.protected)
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> tuple[str, int]:
         """Bind (the address it bound is returned) and, unless ``serving`` is false, accept:

@@ -149,6 +149,11 @@ class RouteQueries(RouteTables):
         """The liveness of one registered address (its connection, its last heartbeat)."""
         return self.broker_live_table.get((cluster, broker_addr))
 
+    def serves_brokers(self, channel: object) -> bool:
+        """Whether a live broker's latest registration came over ``channel``: the remoting
+        server sheds such a connection last when it needs a slot."""
+        return channel in self._live_by_channel
+
     def holder(self, broker_name: str, broker_id: int) -> tuple[str, BrokerLiveInfo | None] | None:
         """Who holds ``broker_id`` of the group ``broker_name``: its address and liveness
         (None: nobody; a None liveness: an address no live entry backs)."""
