@@ -371,10 +371,10 @@ class RouteRegistry(TopicEdits):
                 broker_addr=broker_addr,
                 reason=reason,
                 last_heartbeat_ts=live.last_update_ms if live is not None else None,
-                group_gone=group_gone,
                 # One line whatever the group held: its apply drops the group's topics (no
-                # topic_removed per topic: a peer's 100,000 topics would cost 100,000 lines).
-                topics_gone=self._sole_topics(broker_name, topics) if group_gone else 0,
+                # topic_removed per topic: a peer's 100,000 topics would cost 100,000 lines)
+                # and counts in ``topics_gone`` those left without a route.
+                group_gone=group_gone,
             )
         ]
         if group is not None and not group_gone and group.enable_acting_master:
@@ -389,16 +389,6 @@ class RouteRegistry(TopicEdits):
                     )
                 )
         return self._applied(events)
-
-    def _sole_topics(self, broker_name: str, topics: Iterable[str]) -> int:
-        """How many of ``topics`` only this group routes (they lose their last route with it)."""
-        table_get = self.topic_queue_table.get
-        sole = 0
-        for topic in topics:
-            queues = table_get(topic)
-            if queues is not None and len(queues) == 1 and broker_name in queues:
-                sole += 1
-        return sole
 
     def _any_writable(self, broker_name: str, topics: Iterable[str]) -> bool:
         table = self.topic_queue_table
