@@ -271,3 +271,13 @@ def test_a_groups_removal_is_one_line_that_takes_its_topics_old_journals_read_al
             replayed.apply_record(record)
         assert replayed.snapshot() == live.snapshot()
         assert sorted(replayed.all_topics()) == ["B", "T0", "T1"]
+
+
+def test_journal_tail_says_what_a_groups_last_removal_took() -> None:
+    line = {"ts": T0, "ns": "h:1", "seq": 3, "type": "broker_removed", "cluster": "C",
+            "broker_name": "b", "broker_id": 0, "broker_addr": "10.0.0.5:10911",
+            "reason": "channel_closed", "last_heartbeat_ts": T0}  # fmt: skip
+    older = journal_cli.render(line).plain  # a journal before group_gone
+    assert "reason=channel_closed" in older and "group gone" not in older
+    shown = journal_cli.render(line | {"group_gone": True, "topics_gone": 110_000}).plain
+    assert "group gone, topics without route=110000" in shown
