@@ -27,7 +27,14 @@ with compressedRegister sends them) and measure again:
 * 32 brokers x 40,000 topics x 8 queues, every broker serving every topic (a cluster-wide
   topic set) and, separately, each broker with its own topics (1.28 million topics).
 
-    .venv/bin/python bench/memory.py [--growth-only]
+Last, the journal's share (issue 32), on one server run twice: as shipped (journal on) and
+with ``journalEnable=false`` (``serve --no-journal``), side by side. Three brokers of 100,000
+topics each register (one JSON frame) and close their connection; then 4 brokers x 1,000
+topics, then 1,000, 10,000 and 100,000 more topics spread over them. Printed: RSS after the
+three big cycles, at the end, the peak, and the first-registration round trips of the big
+brokers as the client saw them. Target: journal on <= 1.3x the RSS with it off.
+
+    .venv/bin/python bench/memory.py [--growth-only | --journal-only]
 """
 
 from __future__ import annotations
@@ -216,10 +223,99 @@ def print_growth() -> None:
     print()
 
 
+BIG_TOPICS = 100_000
+BIG_CYCLES = 3
+JOURNAL_TARGET = 1.3  # RSS with the journal on, at most this times the RSS without it
+
+
+def journal_sequence(journal: bool) -> dict[str, float]:
+    """The issue-32 sequence on one fresh server (see the module's docstring): RSS (MiB) after
+    the big cycles, at the end and at the peak; median first registration of the big brokers
+    (ms, the client's wall time)."""
+    extra = {} if journal else {"journalEnable": "false"}
+    server, port, _ = start_server(
+        "journal-modes", cpu=None, frameMaxLength=256 * 1024 * 1024, **extra
+    )
+    figures: dict[str, float] = {}
+    sockets: list[socket.socket] = []
+    try:
+        first_answer(port, time.perf_counter())
+        figures["idle"] = rss_mb(server.pid)
+        firsts = []
+        for i in range(BIG_CYCLES):
+            big = BrokerClient(
+                namesrv_addrs=[], cluster="SeqCluster", broker_name=f"big-{i}", broker_id=0,
+                broker_addr=f"127.0.0.7:{21000 + i}",
+                topics={f"Big{i}-{t:06d}": TopicConfig(f"Big{i}-{t:06d}", 8, 8, 6)
+                        for t in range(BIG_TOPICS)},
+            )  # fmt: skip
+            frame = encode(big.registration_request())
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                started = time.perf_counter()
+                answer = ask(sock, frame)
+                firsts.append(time.perf_counter() - started)
+                assert answer.code == 0, answer.remark
+            time.sleep(1.5)  # the close removes it; a journal flush writes what it caused
+        figures["first_ms"] = sorted(firsts)[len(firsts) // 2] * 1000
+        figures["after_big"] = rss_mb(server.pid)
+        brokers = [
+            BrokerClient(
+                namesrv_addrs=[], cluster="SeqCluster", broker_name=f"seq-{b}", broker_id=0,
+                broker_addr=f"127.0.0.7:{22000 + b}",
+                topics={f"T{t:06d}": TopicConfig(f"T{t:06d}", 8, 8, 6) for t in range(1_000)},
+            )
+            for b in range(4)
+        ]  # fmt: skip
+        sockets = [socket.create_connection(("127.0.0.1", port)) for _ in brokers]
+        for step, more in enumerate((0, 1_000, 10_000, 100_000)):
+            for b, broker in enumerate(brokers):
+                names = [f"M{step}-{b}-{t:06d}" for t in range(more // len(brokers))]
+                broker.update_topics(*(TopicConfig(name, 8, 8, 6) for name in names))
+            for broker, sock in zip(brokers, sockets, strict=True):
+                answer = ask(sock, encode(broker.registration_request()))
+                assert answer.code == 0, answer.remark
+            time.sleep(1.5)
+        figures["final"] = rss_mb(server.pid)
+        figures["peak"] = rss_mb(server.pid, "VmHWM")
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.terminate()
+        server.wait(60)
+    return figures
+
+
+def print_journal_modes() -> None:
+    print(
+        f"journal on vs off: {BIG_CYCLES} x (register {BIG_TOPICS:,} topics, close), then "
+        "4 x 1,000 topics + 1,000 + 10,000 + 100,000 more"
+    )
+    print(f"{'mode':<12} {'idle MB':>8} {'big first ms':>13} {'after big MB':>13} "
+          f"{'final MB':>9} {'peak MB':>8}")  # fmt: skip
+    rows = {"journal": journal_sequence(True), "no-journal": journal_sequence(False)}
+    for mode, f in rows.items():
+        print(
+            f"{mode:<12} {f['idle']:>8.1f} {f['first_ms']:>13.0f} {f['after_big']:>13.1f} "
+            f"{f['final']:>9.1f} {f['peak']:>8.1f}"
+        )
+    on, off = rows["journal"], rows["no-journal"]
+    ratio = on["final"] / off["final"]
+    verdict = "met" if ratio <= JOURNAL_TARGET else "NOT met"
+    print(
+        f"journal on / off: final RSS {ratio:.2f} (target {JOURNAL_TARGET}: {verdict}), "
+        f"first registration {on['first_ms'] / off['first_ms']:.2f}"
+    )
+    print()
+
+
 def main() -> None:
+    if "--journal-only" in sys.argv[1:]:
+        print_journal_modes()
+        return
     print_growth()
     if "--growth-only" in sys.argv[1:]:
         return
+    print_journal_modes()
     print(f"{'brokers x topics':<20} {'start s':>8} {'idle MB':>8} {'loaded MB':>10} "
           f"{'queue entries':>14} {'bytes/entry':>12}")  # fmt: skip
     for label, brokers, topics, shared in SHAPES:

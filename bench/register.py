@@ -6,6 +6,10 @@ same data version: the 30 s heartbeat of an idle broker), each next to the round
 same frame to a constant-frame server (moving the bytes through this runtime: the floor).
 Server and reference pinned to CPU 0.
 
+Every round trip is measured twice, on a server as shipped (journal on) and on one started
+with ``journalEnable=false`` (``serve --no-journal``), side by side: the journal must not
+make a client wait (issue 32: first registrations within 10 % of ``--no-journal``).
+
 ``first`` is the median of ``--repeat`` first registrations, each undone by an
 UNREGISTER_BROKER and followed by a pause of one journal flush interval (so that no sample
 shares the process with the flush of the one before: the writer thread encodes a
@@ -174,48 +178,70 @@ def main() -> None:
 
 
 def round_trips(repeat: int) -> None:
-    """The round-trip table, against a served instance and the constant-frame floor."""
+    """The round-trip table, journal on and off, against the constant-frame floor."""
     const_port = free_port()
-    server, port, _ = start_server("register", frameMaxLength=256 * 1024 * 1024)
+    servers = {
+        "journal": start_server("register", frameMaxLength=256 * 1024 * 1024),
+        "no-journal": start_server(
+            "register-nj", frameMaxLength=256 * 1024 * 1024, journalEnable="false"
+        ),
+    }
     ack = encode(RemotingCommand(code=0, opaque=0, flag=1, ext_fields={}))
     const = mp.Process(target=constant_server, args=("0", const_port, ack), daemon=True)
     const.start()
     try:
-        wait_for_port(port)
+        socks = {}
+        for mode, (_, port, _) in servers.items():
+            wait_for_port(port)
+            socks[mode] = socket.create_connection(("127.0.0.1", port))
         wait_for_port(const_port)
-        sock = socket.create_connection(("127.0.0.1", port))
         ref = socket.create_connection(("127.0.0.1", const_port))
-        print(f"{'topics':>7} {'body':<10} {'MB':>6} {'first ms':>9} {'again ms':>9} "
-              f"{'floor ms':>9}")  # fmt: skip
+        print(f"{'topics':>7} {'body':<10} {'MB':>6} {'first ms':>9} {'no-journal':>11} "
+              f"{'ratio':>6} {'again ms':>9} {'no-journal':>11} {'floor ms':>9}")  # fmt: skip
         for topics in (1_000, 10_000, 100_000):
             for compressed in (False, True):
                 name = f"b-{topics}-{compressed}"
                 frame = registration(topics, compressed, name)
                 undo = unregistration(topics, name)
-                firsts: list[float] = []
-                again = 0.0
-                for sample in range(repeat):
-                    first, answer = round_trip(sock, frame)
-                    assert answer.code == 0, answer.remark
-                    firsts.append(first)
-                    if sample == 0:
-                        time.sleep(FLUSH_PAUSE_S)  # not beside the first one's journal flush
-                        again = statistics.median(round_trip(sock, frame)[0] for _ in range(repeat))
-                    assert round_trip(sock, undo)[1].code == 0
-                    time.sleep(FLUSH_PAUSE_S)
-                first = statistics.median(firsts)
+                first: dict[str, float] = {}
+                again: dict[str, float] = {}
+                for mode, sock in socks.items():
+                    first[mode], again[mode] = _firsts_and_again(sock, frame, undo, repeat)
                 floor = statistics.median(round_trip(ref, frame)[0] for _ in range(repeat))
                 kind = "compressed" if compressed else "JSON"
                 print(
-                    f"{topics:>7,} {kind:<10} {len(frame) / 1e6:>6.1f} {first * 1000:>9.1f} "
-                    f"{again * 1000:>9.1f} {floor * 1000:>9.1f}"
+                    f"{topics:>7,} {kind:<10} {len(frame) / 1e6:>6.1f} "
+                    f"{first['journal'] * 1000:>9.1f} {first['no-journal'] * 1000:>11.1f} "
+                    f"{first['journal'] / first['no-journal']:>6.2f} "
+                    f"{again['journal'] * 1000:>9.1f} {again['no-journal'] * 1000:>11.1f} "
+                    f"{floor * 1000:>9.1f}"
                 )
-        sock.close()
+        for sock in socks.values():
+            sock.close()
         ref.close()
     finally:
         const.terminate()
-        server.terminate()
-        server.wait(30)
+        for server, _, _ in servers.values():
+            server.terminate()
+            server.wait(30)
+
+
+def _firsts_and_again(
+    sock: socket.socket, frame: bytes, undo: bytes, repeat: int
+) -> tuple[float, float]:
+    """(median first registration, median unchanged re-registration) on one server."""
+    firsts: list[float] = []
+    again = 0.0
+    for sample in range(repeat):
+        first, answer = round_trip(sock, frame)
+        assert answer.code == 0, answer.remark
+        firsts.append(first)
+        if sample == 0:
+            time.sleep(FLUSH_PAUSE_S)  # not beside the first one's journal flush
+            again = statistics.median(round_trip(sock, frame)[0] for _ in range(repeat))
+        assert round_trip(sock, undo)[1].code == 0
+        time.sleep(FLUSH_PAUSE_S)
+    return statistics.median(firsts), again
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ def essentials(record: dict) -> tuple:
     if kind in ("broker_heartbeat",):
         return (kind, record["broker_name"])
     if kind == "broker_removed":
-        return (kind, record["broker_name"], record["reason"])
+        return (kind, record["broker_name"], record["reason"], record["group_gone"],
+                record["topics_gone"])  # fmt: skip
     if kind == "topic_removed":
         return (kind, record["topic"], record["reason"])
     if kind == "kv_changed":
@@ -120,15 +121,11 @@ async def test_scripted_sequence_produces_exactly_the_expected_journal(
         ("broker_registered", "a", True, ("a-T",), (), 1),
         ("broker_heartbeat", "a"),
         ("broker_registered", "a", False, ("a-U",), (), 2),
-        ("broker_removed", "a", "unregister"),
-        ("topic_removed", "a-T", "no_broker"),
-        ("topic_removed", "a-U", "no_broker"),
+        ("broker_removed", "a", "unregister", True, 2),  # one line takes both topics
         ("broker_registered", "b", True, ("b-T",), (), 1),
-        ("broker_removed", "b", "expired"),
-        ("topic_removed", "b-T", "no_broker"),
+        ("broker_removed", "b", "expired", True, 1),
         ("broker_registered", "c", True, ("c-T",), (), 1),
-        ("broker_removed", "c", "channel_closed"),
-        ("topic_removed", "c-T", "no_broker"),
+        ("broker_removed", "c", "channel_closed", True, 1),
         ("kv_changed", "NS", "k", "put"),
         ("kv_changed", "NS", "k", "delete"),
         ("config_changed", "orderMessageEnable", "true"),

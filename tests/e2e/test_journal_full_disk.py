@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.metrics import build_registry, render
 from pynamesrv.namesrv import journal as journal_module
 from pynamesrv.namesrv import requests
-from pynamesrv.namesrv.events import BrokerRegistered
+from pynamesrv.namesrv.events import BrokerRegistered, BrokerRemoved, QueueConfigs
 from pynamesrv.namesrv.journal import (
     DROPPED_AT_STOP,
     DROPPED_PENDING_CAP,
@@ -135,6 +136,55 @@ async def test_a_full_disk_keeps_pending_bytes_capped_and_writes_each_line_once(
     assert seqs == sorted(seqs)
     assert len(records) + journal.dropped_lines == recorded
     assert records[-1]["key"] == "after"
+
+
+async def test_a_full_disk_holds_no_more_memory_than_the_pending_budget(
+    tmp_path: Path, disk: Disk
+) -> None:
+    """Registration cycles on a full disk (issue 32: 459 cycles on an 8 MiB tmpfs grew RSS
+    35 -> 674 MB under a 256 MiB budget): the memory the waiting lines hold, measured by
+    tracemalloc, stays within journalMaxPendingBytes. The old budget counted encoded bytes
+    only, while each small line kept orjson's 4 KiB buffer and its pending entry."""
+    cap = 4 * 1024 * 1024
+    journal = Journal(tmp_path, INSTANCE, max_pending_bytes=cap)
+    await journal.start()
+    disk.space = 64 * 1024  # the disk fills during the first cycle
+    tracemalloc.start()
+    try:
+        base, peak = tracemalloc.get_traced_memory()[0], 0
+        for cycle in range(60):
+            names = [f"cycle{cycle}-topic-{t:05d}" for t in range(2_000)]
+            journal.on_events(
+                [
+                    BrokerRegistered(
+                        cluster="C", broker_name=f"b{cycle}", broker_id=0,
+                        broker_addr="10.0.0.1:10911", ha_addr=None, first=True,
+                        data_version={"counter": cycle, "timestamp": cycle},
+                        topics_added=names, topic_count=len(names),
+                        topic_configs=QueueConfigs([(n, 8, 8, 6, 0) for n in names]),
+                    ),
+                    BrokerRemoved("C", f"b{cycle}", 0, "10.0.0.1:10911", "channel_closed",
+                                  cycle, group_gone=True, topics_gone=len(names)),
+                ]
+            )  # fmt: skip
+            del names
+            for b in range(2_000):  # the other brokers' heartbeats meanwhile
+                journal.record(
+                    "broker_heartbeat", cluster="C", broker_name=f"h{b % 100}", broker_id=0,
+                    broker_addr=f"10.0.0.{b % 100}:10911",
+                    data_version={"counter": cycle, "timestamp": 1_795_000_000_000},
+                )  # fmt: skip
+            peak = max(peak, tracemalloc.get_traced_memory()[0] - base)
+            with pytest.raises(OSError):
+                await journal.flush()
+            peak = max(peak, tracemalloc.get_traced_memory()[0] - base)
+    finally:
+        tracemalloc.stop()
+    assert journal.dropped[DROPPED_PENDING_CAP] > 0  # the budget was reached
+    assert journal.pending_bytes <= cap + 512 * 1024  # over it by one registration at most
+    assert peak <= cap * 1.25, f"{peak / 2**20:.1f} MiB held for a {cap / 2**20:.0f} MiB budget"
+    disk.space = float("inf")
+    await journal.stop()
 
 
 async def test_stop_on_a_full_disk_counts_what_is_lost_and_does_not_raise(

@@ -160,8 +160,10 @@ def removed(
     reason: str,
     last_heartbeat: float | None,
     broker_id: int = 0,
+    group_gone: bool | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``group_gone`` None: the older line without the field (topic_removed lines follow)."""
+    line = {
         "t": t,
         "type": "broker_removed",
         "cluster": cluster,
@@ -171,6 +173,9 @@ def removed(
         "reason": reason,
         "last_heartbeat_ts": None if last_heartbeat is None else ms(last_heartbeat),
     }
+    if group_gone is not None:
+        line["group_gone"] = group_gone
+    return line
 
 
 def topic_removed(t: float, topic: str, reason: str = "no_broker") -> dict[str, Any]:

@@ -71,6 +71,8 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "broker_addr": (STR,),
         "reason": (STR,),
         "last_heartbeat_ts": (INT, type(None)),
+        "group_gone": (bool,),
+        "topics_gone": (INT,),
     },
     "topic_removed": {"topic": (STR,), "reason": (STR,)},
     "perm_changed": {"broker_name": (STR,), "op": (STR,), "topic_count": (INT,)},
@@ -156,7 +158,8 @@ def test_every_line_parses_with_the_schema_fields_and_types(small, lines) -> Non
                     "broker_addr",
                     "last_heartbeat_ts",
                 }
-    assert seen_types >= set(SCHEMA) - {"config_changed", "min_broker_id_changed"}
+    # no admin deletes are simulated: a group's removal takes its topics in its own line
+    assert seen_types >= set(SCHEMA) - {"config_changed", "min_broker_id_changed", "topic_removed"}
 
 
 def test_heartbeat_lines_are_full_once_per_file_and_process_then_compact(lines) -> None:
@@ -271,7 +274,9 @@ def test_all_injected_kinds_happen(small, lines) -> None:
     )
     records = [r for _, _, r in lines]
     types = {r["type"] for r in records}
-    assert {"topic_removed", "perm_changed", "kv_changed"} <= types
+    assert {"perm_changed", "kv_changed"} <= types
+    assert "topic_removed" not in types  # a group's last removal is one line (docs/journal.md)
+    assert any(r["type"] == "broker_removed" and r["topics_gone"] > 0 for r in records)
     assert any(r["type"] == "broker_registered" and not r["first"] for r in records)
     assert any(r["type"] == "route_queries" and r["misses"] for r in records)
     # 2 + warm restart + crash + cold restart; the crash has no server_stopped

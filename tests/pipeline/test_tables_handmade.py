@@ -257,6 +257,40 @@ def test_longer_heartbeat_interval_shrinks_exposure(
     assert_same_rows(actual, expected, EXPOSURE_COLUMNS)
 
 
+def test_a_groups_last_removal_takes_its_topics_from_exposure(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """One ``broker_removed`` with ``group_gone`` ends the group's membership of every topic
+    it held, also of a topic another group still routes (no topic_removed line follows):
+    the group back without T and then silent exposes V only."""
+    write_journal(
+        tmp_path,
+        "g:1",
+        [
+            started(0),
+            snapshot(0),
+            registered(5, "C", "bA", A1, added={"T": (4, 4, 6)}),
+            registered(5, "C", "bB", A2, added={"T": (4, 4, 6)}),
+            removed(30, "C", "bB", A2, "unregister", 5, group_gone=True),  # bA keeps T
+            heartbeat(30, "C", "bA", A1),
+            registered(40, "C", "bB", A2, added={"V": (4, 4, 6)}),  # silent from here on
+            *(heartbeat(t, "C", "bA", A1) for t in range(60, 250, 30)),
+            stopped(250),
+        ],
+    )
+    derived = derive(spark, tmp_path)
+    try:
+        actual = derived.table("stale_route_exposure").collect()
+    finally:
+        derived.release()
+    expected = [
+        {"ns": "g:1", "topic": "V", "minute": T0 + m * 60_000, "stale_brokers": 1,
+         "queries": 0, "stale_seconds": s, "exposed_queries": 0.0}
+        for m, s in ((1, 50.0), (2, 60.0), (3, 60.0), (4, 10.0))
+    ]  # fmt: skip
+    assert_same_rows(actual, expected, EXPOSURE_COLUMNS)
+
+
 # ----------------------------------------------------------------------------- divergence
 
 

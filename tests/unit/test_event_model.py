@@ -223,3 +223,61 @@ def test_a_registration_that_drops_topics_counts_what_the_group_keeps() -> None:
     assert (registered.topic_count, registered.topics_removed) == (2, ["T2", "T3"])
     assert [d.TYPE for d in drops] == ["topic_removed", "topic_removed"]
     assert sorted(routes.all_topics()) == ["T1", "T4"]
+
+
+def _group(routes: RouteInfoManager, name: str, addr: str, topics: list[str]) -> None:
+    body = RegisterBrokerBody(DataVersion(T0, 1), [TopicConfig(t, 4, 4, 6) for t in topics], [])
+    raw = body.encode(compressed=False)
+    routes.register_broker(
+        cluster="C",
+        broker_addr=addr,
+        broker_name=name,
+        broker_id=0,
+        ha_server_addr=None,
+        body_digest=hash(raw),
+        load_body=lambda: RegisterBrokerBody.decode(raw, compressed=False, version=453),
+        channel=name,
+        now_ms=T0,
+    )
+
+
+def test_a_groups_removal_is_one_line_that_takes_its_topics_old_journals_read_alike() -> None:
+    """A group's last address leaving is one ``broker_removed`` (however many topics it had):
+    read back, it leaves the tables the live removal left, and so does the older shape (the
+    same line followed by a ``topic_removed`` per topic that lost its last route)."""
+    live = RouteInfoManager()
+    _group(live, "a", "10.0.0.5:10911", [f"T{i}" for i in range(1_000)])
+    _group(live, "b", "10.0.0.6:10911", ["T0", "T1", "B"])  # shares two of a's topics
+    before = live.snapshot()
+    events_ = live.on_channel_closed("a", "channel_closed")
+    assert [e.TYPE for e in events_] == ["broker_removed"]
+    [removed] = events_
+    assert (removed.group_gone, removed.topics_gone) == (True, 998)
+    assert sorted(live.all_topics()) == ["B", "T0", "T1"]
+    assert live.pickup_route("T5") is None
+
+    line = {"ts": T0 + 1, **removed.to_record()}
+    old_shape = [
+        {"ts": T0 + 1, "type": "broker_removed", "cluster": "C", "broker_name": "a",
+         "broker_id": 0, "broker_addr": "10.0.0.5:10911", "reason": "channel_closed",
+         "last_heartbeat_ts": T0},
+        *({"ts": T0 + 1, "type": "topic_removed", "topic": f"T{i}", "reason": "no_broker"}
+          for i in range(2, 1_000)),
+    ]  # fmt: skip
+    for lines in ([line], old_shape):
+        replayed = RouteInfoManager()
+        replayed.restore_snapshot({"ts": T0, "type": "snapshot", **before})
+        for record in lines:
+            replayed.apply_record(record)
+        assert replayed.snapshot() == live.snapshot()
+        assert sorted(replayed.all_topics()) == ["B", "T0", "T1"]
+
+
+def test_journal_tail_says_what_a_groups_last_removal_took() -> None:
+    line = {"ts": T0, "ns": "h:1", "seq": 3, "type": "broker_removed", "cluster": "C",
+            "broker_name": "b", "broker_id": 0, "broker_addr": "10.0.0.5:10911",
+            "reason": "channel_closed", "last_heartbeat_ts": T0}  # fmt: skip
+    older = journal_cli.render(line).plain  # a journal before group_gone
+    assert "reason=channel_closed" in older and "group gone" not in older
+    shown = journal_cli.render(line | {"group_gone": True, "topics_gone": 110_000}).plain
+    assert "group gone, topics without route=110000" in shown

@@ -194,7 +194,8 @@ def test_master_leaving_keeps_route_through_slave(routes: RouteInfoManager) -> N
     assert kinds(events) == [BrokerRemoved]
     assert route(routes, "T")["brokerDatas"][0]["brokerAddrs"] == {"1": slave.addr}
     events = routes.unregister_broker(CLUSTER, slave.addr, "broker-a", 1)
-    assert kinds(events) == [BrokerRemoved, TopicRemoved]
+    assert kinds(events) == [BrokerRemoved]
+    assert (events[0].group_gone, events[0].topics_gone) == (True, 1)
     assert route(routes, "T") is None
     assert routes.cluster_info() == {"brokerAddrTable": {}, "clusterAddrTable": {}}
     assert routes.all_topics() == []
@@ -214,10 +215,8 @@ def test_expiry_uses_each_brokers_own_timeout(routes: RouteInfoManager) -> None:
     assert routes.next_expiry_ms() == 1_000
     assert routes.expire(1_000) == ([], [])  # not older than the timeout yet
     events, channels = routes.expire(1_001)
-    assert [(type(e), getattr(e, "reason", None)) for e in events] == [
-        (BrokerRemoved, "expired"),
-        (TopicRemoved, "no_broker"),
-    ]
+    assert [(type(e), getattr(e, "reason", None)) for e in events] == [(BrokerRemoved, "expired")]
+    assert events[0].topics_gone == 1
     assert events[0].last_heartbeat_ts == 0
     assert channels == ["c1"]
     assert route(routes, "S") is not None
@@ -245,9 +244,9 @@ def test_closed_connection_removes_only_brokers_last_registered_on_it(
     master.register(now_ms=1)  # the broker reconnected and re-registered
     assert routes.on_channel_closed(old, "channel_closed") == []  # RocketMQ #11043
     assert route(routes, "T") is not None
-    [removed, gone] = routes.on_channel_closed(new, "channel_closed")
+    [removed] = routes.on_channel_closed(new, "channel_closed")
     assert isinstance(removed, BrokerRemoved) and removed.reason == "channel_closed"
-    assert isinstance(gone, TopicRemoved)
+    assert removed.group_gone and removed.topics_gone == 1
 
 
 def test_route_cache_is_invalidated_by_changes(routes: RouteInfoManager) -> None:

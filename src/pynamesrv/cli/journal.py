@@ -55,6 +55,15 @@ def _queues(record: dict[str, Any]) -> str:
     return f"{record.get('topic')} reason={record.get('reason')} brokers={brokers}"
 
 
+def _removed(record: dict[str, Any]) -> str:
+    """A removal; when it took its group (``group_gone``), how many topics lost their route
+    with it (older journals list those as ``topic_removed`` lines instead)."""
+    text = f"{_broker(record)} reason={record.get('reason')}"
+    if record.get("group_gone") is True:
+        text += f" group gone, topics without route={record.get('topics_gone')}"
+    return text
+
+
 def _started(record: dict[str, Any]) -> str:
     recovered, damaged = record.get("recovered"), record.get("damaged")
     text = f"version {record.get('version')}"
@@ -71,7 +80,7 @@ _SHOWN: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     events.BrokerRegistered.TYPE: ("green", _registered),
     events.BrokerHeartbeat.TYPE: ("dim", _broker),
     events.BrokerRecovered.TYPE: ("green", lambda r: f"{_broker(r)} provisional"),
-    events.BrokerRemoved.TYPE: ("red", lambda r: f"{_broker(r)} reason={r.get('reason')}"),
+    events.BrokerRemoved.TYPE: ("red", _removed),
     events.TopicRemoved.TYPE: ("red", lambda r: f"{r.get('topic')} reason={r.get('reason')}"),
     events.TopicQueuesChanged.TYPE: ("yellow", _queues),
     events.PermChanged.TYPE: (

@@ -312,8 +312,8 @@ class NamesrvCollector(Collector):
             yield dropped
             yield GaugeMetricFamily(
                 "pynamesrv_journal_pending_bytes",
-                "Bytes of journal lines recorded and not yet written (journalMaxPendingBytes "
-                "caps them).",
+                "Memory held by journal lines recorded and not yet written: their bytes and "
+                "the objects around them (journalMaxPendingBytes caps it).",
                 value=writing.pending_bytes,
             )
             yield CounterMetricFamily(

@@ -176,7 +176,7 @@ class NamesrvConfig:
     journal_snapshot_interval_ms: int = 600_000
     journal_retention_hours: int = 168
     journal_max_bytes: int = 10 * 1024**3
-    journal_max_pending_bytes: int = 256 * 1024**2
+    journal_max_pending_bytes: int = 64 * 1024**2  # docs/journal.md: why 64 MiB
     route_queries_window_ms: int = 60_000
     # pynamesrv's own: logs and the process
     log_file: str = ""

@@ -42,26 +42,13 @@ class EventLog:
     """The listener, called with each batch of events the controller emits."""
 
     def __call__(self, events: list[Event]) -> None:
-        removed_topics: dict[int, int] = {}  # index of a BrokerRemoved -> topics it took
-        last_removal = -1
-        for index, event in enumerate(events):
-            if isinstance(event, BrokerRemoved):
-                last_removal = index
-                removed_topics[index] = 0
-            elif (
-                isinstance(event, TopicRemoved)
-                and last_removal >= 0
-                and (event.reason == "no_broker")
-            ):
-                removed_topics[last_removal] += 1
-        for index, event in enumerate(events):
+        for event in events:
             if isinstance(event, BrokerRegistered):
                 _registered(event)
             elif isinstance(event, BrokerRemoved):
-                _removed(event, removed_topics[index])
+                _removed(event, event.topics_gone)
             elif isinstance(event, TopicRemoved):
-                if event.reason != "no_broker":  # those were counted in the removal's line
-                    log.info("topic %s removed (%s)", name(event.topic), event.reason)
+                log.info("topic %s removed (%s)", name(event.topic), event.reason)
             elif isinstance(event, PermChanged) and event.reason == "master_gone":
                 log.info(
                     "broker group %s has no master: write permission of its %s removed "

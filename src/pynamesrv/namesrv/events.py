@@ -340,6 +340,12 @@ class BrokerRecovered(Event):
 
 @dataclass(slots=True)
 class BrokerRemoved(Event):
+    """An address leaves its group. When it was the group's last (``group_gone``), the apply
+    drops the group with every topic it held: one line, however many topics, where older
+    journals (before issue 32) followed it with a ``topic_removed`` (reason ``no_broker``)
+    per topic that lost its last route. ``topics_gone`` counts those (for the log line and
+    the metric); the apply sets it, as it finds them."""
+
     TYPE: ClassVar[str] = "broker_removed"
     REQUIRED: ClassVar[tuple[str, ...]] = ("cluster", "broker_name", "broker_addr")
     cluster: str
@@ -348,6 +354,8 @@ class BrokerRemoved(Event):
     broker_addr: str
     reason: str
     last_heartbeat_ts: int | None
+    group_gone: bool = False  # absent in older journals: their topic_removed lines follow
+    topics_gone: int = 0
 
 
 @dataclass(slots=True)

@@ -485,8 +485,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "within one hour is dropped (counted) past it.",
          minimum=MIB, maximum=2**50),
     _key("journalMaxPendingBytes", N, RESTART, False, "pynamesrv",
-         "Journal lines waiting to be written (a full or failing disk) may hold this many "
-         "bytes of memory; past it new lines are dropped and counted (snapshots and "
+         "Journal lines waiting to be written (a full or failing disk) may hold this much "
+         "memory, counted as the lines and the objects they keep (an unencoded registration "
+         "holds its event); past it new lines are dropped and counted (snapshots and "
          "server_started/stopped up to twice it).",
          minimum=MIB, maximum=2**40),
     _key("routeQueriesWindowMs", N, RESTART, False, "pynamesrv",

@@ -187,6 +187,8 @@ class NamesrvStats:
                 self.registrations += 1
             elif isinstance(event, BrokerRemoved):
                 self.removals[event.reason] += 1
+                if event.topics_gone:  # one line for the group's topics (docs/journal.md)
+                    self.topics_removed["no_broker"] += event.topics_gone
             elif isinstance(event, TopicRemoved):
                 self.topics_removed[event.reason] += 1
             elif event.TYPE == "broker_heartbeat":

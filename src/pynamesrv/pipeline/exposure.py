@@ -9,8 +9,9 @@ Plan, and why it stays on the DataFrame API:
    first, the last, and those followed by a gap longer than H, each with the time of the beat
    after it), so the window sorts a few rows per broker and hour, not every heartbeat.
 2. Topic membership per broker name as intervals: each registration naming the topic opens
-   one, the next ``topic_removed`` of the topic (or the end of the run) closes it (a window
-   per topic).
+   one, the next ``topic_removed`` of the topic, the group's next ``broker_removed`` that
+   took its topics (``group_gone``) or the end of the run closes it (a window per topic,
+   then one per broker name).
 3. Stale ∩ membership (an equi-join on broker name, a range filter), cut at minute borders
    with ``sequence`` + ``explode``.
 4. Union length per topic-minute: sort by start, keep a running max of the ends of the rows
@@ -19,7 +20,7 @@ Plan, and why it stays on the DataFrame API:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.runs import (
@@ -189,37 +190,52 @@ def membership(opens: DataFrame, events: DataFrame) -> DataFrame:
 
     ``opens`` (``membership_opens``, or a membership carried over from an earlier run as
     its start) and ``events`` carry run columns. An opening lasts until the first later
-    ``topic_removed`` of the topic or the end of the instance's running interval, whichever
-    comes first; openings that share their close merge into one interval.
+    ``topic_removed`` of the topic, the first later ``broker_removed`` of the group with
+    ``group_gone`` (its last address left and took the group's topics: one line, where older
+    journals followed it with a ``topic_removed`` per topic that lost its last route), or
+    the end of the instance's running interval, whichever comes first; openings that share
+    their close merge into one interval.
 
     The run end is a reading the semantics page does not state ("until the first later
     topic_removed"): a restarted name server starts with an empty route table, so a topic is
     not on a broker's route until a registration after the restart names it again. The
     generator's ground truth reads it the same way.
     """
+    no_name = F.lit(None).cast("string")
     opened = opens.select(
         "ns", "ts", "seq", "broker_name", "topic", F.lit(True).alias("open"), "run_end_ts"
     )
-    closes = events.where(F.col("type") == TOPIC_REMOVED).select(
-        "ns",
-        "ts",
-        "seq",
-        F.lit(None).cast("string").alias("broker_name"),
-        "topic",
-        F.lit(False).alias("open"),
-        "run_end_ts",
-    )
-    later = (
-        Window.partitionBy("ns", "topic")
-        .orderBy("ts", "seq")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
-    close = F.min(F.when(~F.col("open"), F.col("ts"))).over(later)
-    until = F.least(F.coalesce(close, F.col("run_end_ts")), F.col("run_end_ts"))
-    spans = (
-        opened.unionByName(closes)
-        .withColumn("member_until", until)
+    topic_closes = events.where(F.col("type") == TOPIC_REMOVED).select(
+        "ns", "ts", "seq", no_name.alias("broker_name"), "topic",
+        F.lit(False).alias("open"), "run_end_ts",
+    )  # fmt: skip
+    group_closes = events.where(
+        (F.col("type") == REMOVED) & F.coalesce(F.col("group_gone"), F.lit(False))
+    ).select(
+        "ns", "ts", "seq", "broker_name", no_name.alias("topic"),
+        F.lit(False).alias("open"), "run_end_ts", F.lit(None).cast("long").alias("topic_close"),
+    )  # fmt: skip
+
+    def first_close(*keys: str) -> Column:
+        later = (
+            Window.partitionBy("ns", *keys)
+            .orderBy("ts", "seq")
+            .rowsBetween(1, Window.unboundedFollowing)
+        )
+        return F.min(F.when(~F.col("open"), F.col("ts"))).over(later)
+
+    closed = (
+        opened.unionByName(topic_closes)
+        .withColumn("topic_close", first_close("topic"))
         .where(F.col("open"))
+        .unionByName(group_closes)
+        .withColumn("group_close", first_close("broker_name"))
+        .where(F.col("open"))
+    )
+    # least() skips nulls: no close and no run end leaves the opening open (null)
+    until = F.least(F.col("topic_close"), F.col("group_close"), F.col("run_end_ts"))
+    spans = (
+        closed.withColumn("member_until", until)
         .groupBy("ns", "broker_name", "topic", "member_until")
         .agg(F.min(F.struct("ts", "seq")).alias("first"))
         .select(

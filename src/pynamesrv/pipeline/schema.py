@@ -74,6 +74,7 @@ JOURNAL_SCHEMA = StructType(
         StructField("topic_configs", MapType(StringType(), QUEUE_CONFIG)),
         StructField("reason", StringType()),
         StructField("last_heartbeat_ts", LongType()),
+        StructField("group_gone", BooleanType()),  # broker_removed: it took its group's topics
         # topic, perm, kv and config events
         StructField("topic", StringType()),
         StructField("queues", ArrayType(SNAPSHOT_QUEUE)),
@@ -124,6 +125,7 @@ UNREAD_FIELDS: Final = frozenset(
         # session starts at its ``broker_recovered`` line (pipeline-semantics.md).
         "recovered",
         "damaged",  # server_started: what recovery had to skip
+        "topics_gone",  # broker_removed: a count for the log and metrics (group_gone is read)
         "misses_other",  # route_queries: misses are not read either
         "misses_too_long",
         "counts_other",  # route_queries: hits past the line's cap, on no named topic

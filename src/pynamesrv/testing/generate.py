@@ -13,9 +13,10 @@ Why the simulation is built the way it is:
 
 - Each instance runs the real ``RouteInfoManager`` for every registration that may change
   something, every removal, expiry and perm change, so ``first``, ``topics_added``,
-  ``topics_changed``, ``topic_configs``, ``topic_count`` and the ``topic_removed`` lines are
-  exactly what a real server writes (e.g. a master that comes back while its slave kept the
-  group alive re-adds no topic). Only the idle 30 s re-registration, which the registry
+  ``topics_changed``, ``topic_configs``, ``topic_count``, ``group_gone`` and the
+  ``topic_removed`` lines are exactly what a real server writes (e.g. a master that comes
+  back while its slave kept the group alive re-adds no topic; a group's last removal is one
+  line that takes its topics). Only the idle 30 s re-registration, which the registry
   answers with a ``broker_heartbeat`` without decoding the body, takes a fast path: the line is
   formatted from a byte template and the live entry's timestamp refreshed. That keeps a day of
   1,000 brokers (millions of lines) to a couple of minutes.

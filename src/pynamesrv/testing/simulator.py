@@ -390,6 +390,8 @@ class InstanceSimulator:
                 facts.close_session(
                     self._index[(event.cluster, event.broker_addr)], ts, event.reason
                 )
+                if event.group_gone:  # its apply took the group's topics (no line per topic)
+                    facts.group_removed(event.broker_name, ts)
                 last = event.last_heartbeat_ts
                 facts.removed(
                     {

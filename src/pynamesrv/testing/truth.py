@@ -90,6 +90,7 @@ class InstanceFacts:
         self.membership: dict[str, list[tuple[str, int, int]]] = {}
         self._member_since: dict[tuple[str, str], int] = {}
         self._members: dict[str, dict[str, None]] = {}
+        self._topics_of: dict[str, dict[str, None]] = {}  # broker name -> its member topics
 
     def open_session(
         self, b: int, ts: int, broker_name: str, broker_id: int, last_beat: int | None = None
@@ -144,10 +145,16 @@ class InstanceFacts:
         if key not in self._member_since:
             self._member_since[key] = ts
             self._members.setdefault(topic, {})[broker_name] = None
+            self._topics_of.setdefault(broker_name, {})[topic] = None
 
     def topic_removed(self, topic: str, ts: int) -> None:
         for name in list(self._members.get(topic, ())):
             self._leave((name, topic), ts)
+
+    def group_removed(self, broker_name: str, ts: int) -> None:
+        """The group's last address left (``group_gone``): it has none of its topics now."""
+        for topic in list(self._topics_of.get(broker_name, ())):
+            self._leave((broker_name, topic), ts)
 
     def end_running(self, run_start: int, end: int, reason: str | None) -> None:
         """The run ends (``reason`` None: the data ends): every open session and membership."""
@@ -165,6 +172,10 @@ class InstanceFacts:
         del members[name]
         if not members:
             del self._members[topic]
+        topics = self._topics_of[name]
+        del topics[topic]
+        if not topics:
+            del self._topics_of[name]
         if end > start:
             self.membership.setdefault(name, []).append((topic, start, end))
 

@@ -26,7 +26,6 @@ from pynamesrv.namesrv.events import (
     PermChanged,
     QueueConfigs,
     RemovalReason,
-    TopicRemoved,
 )
 from pynamesrv.namesrv.model import (
     DataVersion,
@@ -362,6 +361,8 @@ class RouteRegistry(TopicEdits):
             # Not routed here; a filter-server entry of it is all there may be to forget.
             self.filter_server_table.pop(key, None)
             return []
+        topics = self._topics_by_broker.get(broker_name, set())
+        group_gone = group is not None and not left
         events: list[Event] = [
             BrokerRemoved(
                 cluster=cluster,
@@ -370,16 +371,13 @@ class RouteRegistry(TopicEdits):
                 broker_addr=broker_addr,
                 reason=reason,
                 last_heartbeat_ts=live.last_update_ms if live is not None else None,
+                # One line whatever the group held: its apply drops the group's topics (no
+                # topic_removed per topic: a peer's 100,000 topics would cost 100,000 lines)
+                # and counts in ``topics_gone`` those left without a route.
+                group_gone=group_gone,
             )
         ]
-        topics = self._topics_by_broker.get(broker_name, set())
-        if group is not None and not left:
-            table = self.topic_queue_table
-            for topic in sorted(topics):
-                queues = table.get(topic)
-                if queues is not None and queues.keys() <= {broker_name}:
-                    events.append(TopicRemoved(topic=topic, reason="no_broker"))
-        elif group is not None and group.enable_acting_master:
+        if group is not None and not group_gone and group.enable_acting_master:
             if min(left) != MASTER_ID and self._any_writable(broker_name, topics):
                 events.append(
                     PermChanged(broker_name, PermChanged.WIPE, len(topics), reason="master_gone")
