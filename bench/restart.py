@@ -15,8 +15,13 @@ cost the running server. Each figure next to a reference measured in the same ru
    build and encode it (the event loop is blocked that long every journalSnapshotInterval),
    peak memory while doing so, and time to parse and restore it. Reference: building the
    same table from 1,000 registrations, which is what a cold start waits for.
+4. **Restart after finding 1's flood** (issue 32): ``--flood-cycles`` registrations of
+   110,000 topics, one frame each, each connection closed at once, then kill -9: the next
+   start's time to an open port and to a first route answer, and its peak RSS (VmHWM).
+   Reference: the same sequence with 10-topic registrations, in the same run.
 
     .venv/bin/python bench/restart.py [--brokers 1000 --topics 100] [--register-period 30]
+        [--flood-cycles 3] [--flood-only]
 """
 
 from __future__ import annotations
@@ -312,17 +317,118 @@ def snapshots(brokers: int, topics: int) -> None:
     print(f"   reference: the table from {brokers:,} registrations {build_s * 1000:.0f} ms")
 
 
+# ---------------------------------------------------------------------------- 4. flood
+
+
+FLOOD_TOPICS = 110_000
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def journal_mb(home: Path) -> float:
+    return sum(f.stat().st_size for f in journal_files(home / "journal")) / 2**20
+
+
+async def register_once(port: int, cycle: int, topics: int) -> int:
+    """One broker registering ``topics`` topics in one frame, then its connection closed
+    (the server removes it: ``channel_closed``). The frame's size."""
+    body = RegisterBrokerBody(
+        DataVersion(now_ms(), cycle + 1),
+        [TopicConfig(f"flood{cycle}-{t:06d}", 8, 8, 6) for t in range(topics)],
+        [],
+    )
+    request = requests.register_broker(
+        cluster="FloodCluster", broker_name=f"flood-{cycle}",
+        broker_addr=f"10.9.0.{cycle % 250}:10911", broker_id=0, ha_server_addr=None, body=body,
+    )  # fmt: skip
+    client = await RemotingClient.connect("127.0.0.1", port, timeout=5)
+    try:
+        await client.request(request, timeout=120)
+    finally:
+        await client.close()
+    return len(request.body or b"")
+
+
+async def settled(home: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the journal stopped growing for 3 s (every flush done)."""
+    size, still = -1.0, 0
+    while still < 6:
+        assert proc.poll() is None, "serve exited"
+        now = journal_mb(home)
+        still = still + 1 if now == size else 0
+        size = now
+        await asyncio.sleep(0.5)
+
+
+def restart_after(cycles: int, topics: int) -> tuple[float, float, float, float, float]:
+    """A server that saw ``cycles`` registrations of ``topics`` topics, each closed at once,
+    is killed (-9) once its journal is written; then started again on the same journal.
+    (port open s, first route answer s, peak RSS MB of the restart, peak RSS MB of the
+    server before the kill, journal MB)."""
+    home = Path(tempfile.mkdtemp(prefix="bench-flood-"))
+    port = free_port()
+    proc = serve(port, home)
+    try:
+        asyncio.run(wait_port(port, proc))
+        for cycle in range(cycles):
+            asyncio.run(register_once(port, cycle, topics))
+        asyncio.run(settled(home, proc))
+        before = peak_rss_mb(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    size = journal_mb(home)
+    started = time.perf_counter()
+    proc = serve(port, home)
+    try:
+        asyncio.run(wait_port(port, proc))
+        port_s = time.perf_counter() - started
+        answer_s = first_success(port, "flood0-000000", proc, started)
+        peak = peak_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    return port_s, answer_s, peak, before, size
+
+
+def flood(cycles: int) -> None:
+    print(f"\n4. restart after finding 1's flood: {cycles} registrations of {FLOOD_TOPICS:,} "
+          "topics, one frame each, each connection closed at once, then kill -9 and start "
+          "again on the same journal")  # fmt: skip
+    print(f"   {'before the kill':<40} {'port open s':>11} {'first answer s':>14} "
+          f"{'restart peak RSS MB':>19} {'server peak MB':>14} {'journal MB':>10}")  # fmt: skip
+    for label, topics in (
+        (f"{cycles} x {FLOOD_TOPICS:,} topics (the attack)", FLOOD_TOPICS),
+        (f"{cycles} x 10 topics (reference)", 10),
+    ):
+        port_s, answer_s, peak, before, size = restart_after(cycles, topics)
+        print(f"   {label:<40} {port_s:>11.2f} {answer_s:>14.2f} {peak:>19.0f} {before:>14.0f} "
+              f"{size:>10.1f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--register-period", type=float, default=30.0)
     parser.add_argument("--skip-gap", action="store_true")
+    parser.add_argument(
+        "--flood-cycles", type=int, default=3, help="110,000-topic registrations (issue: 10)"
+    )
+    parser.add_argument("--flood-only", action="store_true", help="only section 4")
     args = parser.parse_args()
-    if not args.skip_gap:
-        asyncio.run(gaps(args.register_period))
-    startup(args.brokers, args.topics)
-    snapshots(args.brokers, args.topics)
+    if not args.flood_only:
+        if not args.skip_gap:
+            asyncio.run(gaps(args.register_period))
+        startup(args.brokers, args.topics)
+        snapshots(args.brokers, args.topics)
+    flood(args.flood_cycles)
 
 
 if __name__ == "__main__":

@@ -248,9 +248,7 @@ def _head_ns(head: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _bases(
-    files: list[Path], instance: str | None, damage: JournalDamage | None
-) -> list[_Base]:
+def _bases(files: list[Path], instance: str | None, damage: JournalDamage | None) -> list[_Base]:
     """First pass: where every usable base starts, in journal order, from the lines' heads
     alone (a ``server_started`` is parsed: a few KiB). Nothing but these positions is kept,
     so this pass costs one line at a time whatever the journal holds. A snapshot counts once
@@ -267,8 +265,10 @@ def _bases(
             if kind == STARTED:
                 open_set = None
                 record = _loads(raw)
-                if record is not None and record.get("recovered") is None and (
-                    instance is None or record.get("ns") == instance
+                if (
+                    record is not None
+                    and record.get("recovered") is None
+                    and (instance is None or record.get("ns") == instance)
                 ):
                     bases.append(_Base(file_index, line_index, 1))
                 continue
@@ -339,10 +339,8 @@ def stream_replay(
     files = journal_files(directory, damage) if directory.is_dir() else []
     for base in reversed(_bases(files, instance, damage)):
         replayer = Replayer(routes, damage)
-        fed = 0
-        for record in _stream(files, base, instance, damage):
+        for fed, record in enumerate(_stream(files, base, instance, damage), 1):
             replayer.feed(record)
-            fed += 1
             if fed == base.size and not replayer.based:
                 break
         if replayer.based:
