@@ -161,11 +161,10 @@ def _since_base(events: DataFrame, at_ms: int) -> DataFrame:
     last = F.max(F.when(is_base, key())).over(Window.partitionBy("ns"))
     return (
         upto.join(firsts, ["ns", "ts", "seq"], "left")
-        .drop("snapshot_base")
         .withColumn("last_base", last)
         .where(F.col("last_base").isNull() | (key() >= F.col("last_base")))
         .withColumn("base", F.col("last_base").isNotNull())
-        .drop("last_base")
+        .drop("last_base", "snapshot_base")
     )
 
 
