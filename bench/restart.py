@@ -340,7 +340,7 @@ async def register_once(port: int, cycle: int, topics: int) -> int:
     (the server removes it: ``channel_closed``). The frame's size."""
     body = RegisterBrokerBody(
         DataVersion(now_ms(), cycle + 1),
-        [TopicConfig(f"flood{cycle}-{t:06d}", 8, 8, 6) for t in range(topics)],
+        [TopicConfig(f"F{cycle}{t:06d}", 8, 8, 6) for t in range(topics)],
         [],
     )
     request = requests.register_broker(
@@ -389,7 +389,7 @@ def restart_after(cycles: int, topics: int) -> tuple[float, float, float, float,
     try:
         asyncio.run(wait_port(port, proc))
         port_s = time.perf_counter() - started
-        answer_s = first_success(port, "flood0-000000", proc, started)
+        answer_s = first_success(port, "F0000000", proc, started)
         peak = peak_rss_mb(proc.pid)
     finally:
         proc.terminate()

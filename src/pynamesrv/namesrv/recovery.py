@@ -248,58 +248,69 @@ def _head_ns(head: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _bases(files: list[Path], instance: str | None, damage: JournalDamage | None) -> list[_Base]:
-    """First pass: where every usable base starts, in journal order, from the lines' heads
-    alone (a ``server_started`` is parsed: a few KiB). Nothing but these positions is kept,
-    so this pass costs one line at a time whatever the journal holds. A snapshot counts once
-    every piece of it was seen, part after part (its pieces are consecutive replayed lines
-    of one ``ts``); whether its pieces parse is known only when the second pass reads them."""
+def _candidates(
+    files: list[Path], instance: str | None, damage: JournalDamage | None
+) -> Iterator[_Base]:
+    """First pass: the usable bases, newest first, an hour file at a time from the newest
+    (``_bases_in``): a start reads only the files from its base on, never the whole
+    retention, and holds nothing but these positions."""
+    for file_index in range(len(files) - 1, -1, -1):
+        yield from reversed(_bases_in(files, file_index, instance, damage))
+
+
+def _bases_in(
+    files: list[Path], file_index: int, instance: str | None, damage: JournalDamage | None
+) -> list[_Base]:
+    """Where every usable base of one hour file starts, in order, from the lines' heads
+    alone (a ``server_started`` is parsed: a few KiB), one line at a time. A snapshot counts
+    once every piece of it was seen, part after part (its pieces are consecutive replayed
+    lines of one ``ts``, hence of one file); whether its pieces parse is known only when the
+    second pass reads them."""
     bases: list[_Base] = []
     open_set: _OpenSet | None = None
-    for file_index, file in enumerate(files):
-        for line_index, raw in enumerate(complete_lines(file, damage)):
-            kind = _kind(raw)
-            if kind not in REPLAYED:
-                continue
-            head = raw[:_HEAD_BYTES]
-            if kind == STARTED:
-                open_set = None
-                record = _loads(raw)
-                if (
-                    record is not None
-                    and record.get("recovered") is None
-                    and (instance is None or record.get("ns") == instance)
-                ):
-                    bases.append(_Base(file_index, line_index, 1))
-                continue
-            if kind != SNAPSHOT:
-                open_set = None
-                continue
-            if instance is not None and _head_ns(head) != instance:
-                continue  # another instance's: skipped as the second pass skips it
-            ts, seq = _head_int(_TS, head), _head_int(_SEQ, head)
-            part, parts = _head_int(_PART, head), _head_int(_PARTS, head)
-            if part is None or parts is None or parts == 1:
-                open_set = None
-                bases.append(_Base(file_index, line_index, 1))
-                continue
-            if part == 1:
-                open_set = _OpenSet(_Base(file_index, line_index, parts), ts or 0, seq or 0, 1,
-                                    parts)  # fmt: skip
-            elif (
-                open_set is None
-                or part != open_set.part + 1
-                or parts != open_set.parts
-                or ts != open_set.ts
-                or seq != open_set.seq + 1
+    for line_index, raw in enumerate(complete_lines(files[file_index], damage)):
+        kind = _kind(raw)
+        if kind not in REPLAYED:
+            continue
+        head = raw[:_HEAD_BYTES]
+        if kind == STARTED:
+            open_set = None
+            record = _loads(raw)
+            if (
+                record is not None
+                and record.get("recovered") is None
+                and (instance is None or record.get("ns") == instance)
             ):
-                open_set = None
-                continue
-            else:
-                open_set.part, open_set.seq = part, seq or 0
-            if open_set.part == open_set.parts:
-                bases.append(open_set.base)
-                open_set = None
+                bases.append(_Base(file_index, line_index, 1))
+            continue
+        if kind != SNAPSHOT:
+            open_set = None
+            continue
+        if instance is not None and _head_ns(head) != instance:
+            continue  # another instance's: skipped as the second pass skips it
+        ts, seq = _head_int(_TS, head), _head_int(_SEQ, head)
+        part, parts = _head_int(_PART, head), _head_int(_PARTS, head)
+        if part is None or parts is None or parts == 1:
+            open_set = None
+            bases.append(_Base(file_index, line_index, 1))
+            continue
+        if part == 1:
+            start = _Base(file_index, line_index, parts)
+            open_set = _OpenSet(start, ts or 0, seq or 0, part=1, parts=parts)
+        elif (
+            open_set is None
+            or part != open_set.part + 1
+            or parts != open_set.parts
+            or ts != open_set.ts
+            or seq != open_set.seq + 1
+        ):
+            open_set = None
+            continue
+        else:
+            open_set.part, open_set.seq = part, seq or 0
+        if open_set.part == open_set.parts:
+            bases.append(open_set.base)
+            open_set = None
     return bases
 
 
@@ -337,7 +348,7 @@ def stream_replay(
     crash and ended by the next start's newline) is given up for the one before it. None
     (``routes`` left empty) when no base is usable."""
     files = journal_files(directory, damage) if directory.is_dir() else []
-    for base in reversed(_bases(files, instance, damage)):
+    for base in _candidates(files, instance, damage):
         replayer = Replayer(routes, damage)
         for fed, record in enumerate(_stream(files, base, instance, damage), 1):
             replayer.feed(record)
@@ -363,7 +374,7 @@ def read_tail(
     with a newline by the next start is a complete line that does not parse: the snapshot
     before it is used then."""
     files = journal_files(directory, damage) if directory.is_dir() else []
-    for base in reversed(_bases(files, instance, damage)):
+    for base in _candidates(files, instance, damage):
         lines = list(_stream(files, base, instance, damage))
         head = lines[: base.size]
         if len(head) == base.size and all(r is not None for r in head):
