@@ -12,6 +12,14 @@ every ``journalSnapshotIntervalMs`` (10 min) and at a clean stop, and every chan
 flushed every ``journalFlushIntervalMs`` (1 s). Writing the whole table every second to lose
 at most a second would cost far more than replaying at most ten minutes of lines at start.
 
+Streaming, and why: recovery never holds the lines it replays. A flood of registrations and
+closes once left a million lines after the last snapshot, and holding them (as bytes, then as
+dicts) took 1.36 GB before the port opened: under a 1 GiB limit every start was killed and
+replayed the same lines again. A first pass notes where each base begins from the lines'
+heads alone; a second reads forward from the last one and applies each line as it is read
+(``stream_replay``), so the peak is the routes rebuilt plus one line. A snapshot is written
+in pieces (``journal.snapshot_lines``); a set of pieces a crash cut short is no base.
+
 Bounds: a clean stop loses nothing (its last lines are a snapshot and ``server_stopped``), a
 kill -9 at most the last flush interval. Brokers come back *provisional* (live, with the
 recorded last heartbeat, without a connection) and leave by the normal deadline rule; those
