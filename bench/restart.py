@@ -15,8 +15,14 @@ cost the running server. Each figure next to a reference measured in the same ru
    build and encode it (the event loop is blocked that long every journalSnapshotInterval),
    peak memory while doing so, and time to parse and restore it. Reference: building the
    same table from 1,000 registrations, which is what a cold start waits for.
+4. **Restart after finding 1's flood** (issue 32): ``--flood-cycles`` registrations of
+   110,000 topics, one frame each, each connection closed at once, then kill -9: the next
+   start's time to an open port and to a first route answer, and its peak RSS (VmHWM),
+   started under ``prlimit --as=1024 MiB`` (the shipped Kubernetes limit, as address space).
+   Reference: the same sequence with 10-topic registrations, in the same run.
 
     .venv/bin/python bench/restart.py [--brokers 1000 --topics 100] [--register-period 30]
+        [--flood-cycles 3] [--flood-only] [--restart-limit-mib 1024]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,14 +58,16 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def serve(port: int, home: Path, *extra: str) -> subprocess.Popen[bytes]:
+def serve(
+    port: int, home: Path, *extra: str, prefix: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
     config = home / "namesrv.properties"
     if not config.exists():
         config.write_text(f"kvConfigPath={home / 'kv.json'}\n")
     return subprocess.Popen(
-        [sys.executable, "-m", "pynamesrv", "serve", "-c", str(config), "--listen", "127.0.0.1",
-         "--port", str(port), "--http-port", "0", "--journal-dir", str(home / "journal"),
-         "--log-level", "WARNING", *extra],
+        [*prefix, sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
+         "--listen", "127.0.0.1", "--port", str(port), "--http-port", "0",
+         "--journal-dir", str(home / "journal"), "--log-level", "WARNING", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -312,17 +321,131 @@ def snapshots(brokers: int, topics: int) -> None:
     print(f"   reference: the table from {brokers:,} registrations {build_s * 1000:.0f} ms")
 
 
+# ---------------------------------------------------------------------------- 4. flood
+
+
+FLOOD_TOPICS = 110_000
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def journal_mb(home: Path) -> float:
+    return sum(f.stat().st_size for f in journal_files(home / "journal")) / 2**20
+
+
+async def register_once(port: int, cycle: int, topics: int) -> int:
+    """One broker registering ``topics`` topics in one frame, then its connection closed
+    (the server removes it: ``channel_closed``). The frame's size."""
+    body = RegisterBrokerBody(
+        DataVersion(now_ms(), cycle + 1),
+        [TopicConfig(f"F{cycle}{t:06d}", 8, 8, 6) for t in range(topics)],
+        [],
+    )
+    request = requests.register_broker(
+        cluster="FloodCluster", broker_name=f"flood-{cycle}",
+        broker_addr=f"10.9.0.{cycle % 250}:10911", broker_id=0, ha_server_addr=None, body=body,
+    )  # fmt: skip
+    client = await RemotingClient.connect("127.0.0.1", port, timeout=5)
+    try:
+        await client.request(request, timeout=120)
+    finally:
+        await client.close()
+    return len(request.body or b"")
+
+
+async def settled(home: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the journal stopped growing for 3 s (every flush done)."""
+    size, still = -1.0, 0
+    while still < 6:
+        assert proc.poll() is None, "serve exited"
+        now = journal_mb(home)
+        still = still + 1 if now == size else 0
+        size = now
+        await asyncio.sleep(0.5)
+
+
+def restart_after(cycles: int, topics: int, limit_mib: int) -> list[str]:
+    """A server that saw ``cycles`` registrations of ``topics`` topics, each closed at once,
+    is killed (-9) once its journal is written; then started again on the same journal, under
+    ``prlimit --as`` of ``limit_mib`` (0: no limit). The row's figures: port open s, first
+    route answer s, peak RSS MB of the restart (VmHWM), whether it served under the limit,
+    peak RSS MB of the server before the kill, journal MB."""
+    home = Path(tempfile.mkdtemp(prefix="bench-flood-"))
+    try:
+        port = free_port()
+        proc = serve(port, home)
+        try:
+            asyncio.run(wait_port(port, proc))
+            for cycle in range(cycles):
+                asyncio.run(register_once(port, cycle, topics))
+            asyncio.run(settled(home, proc))
+            before = peak_rss_mb(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait(30)
+        size = journal_mb(home)
+        prefix = ("prlimit", f"--as={limit_mib * 2**20}") if limit_mib else ()
+        started = time.perf_counter()
+        proc = serve(port, home, prefix=prefix)
+        try:
+            asyncio.run(wait_port(port, proc))
+            port_s = time.perf_counter() - started
+            answer_s = first_success(port, "F0000000", proc, started)
+            peak = peak_rss_mb(proc.pid)
+            figures = [f"{port_s:.2f}", f"{answer_s:.2f}", f"{peak:.0f}", "yes"]
+        except AssertionError:  # serve exited: out of memory under the limit
+            figures = ["-", "-", "-", f"no (exit {proc.returncode})"]
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        return [*figures, f"{before:.0f}", f"{size:.1f}"]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def flood(cycles: int, limit_mib: int) -> None:
+    limit = f"prlimit --as={limit_mib} MiB" if limit_mib else "no limit"
+    print(f"\n4. restart after finding 1's flood: {cycles} registrations of {FLOOD_TOPICS:,} "
+          "topics, one frame each, each connection closed at once, then kill -9 and start "
+          f"again on the same journal ({limit})")  # fmt: skip
+    heads = ("port open s", "first answer s", "restart peak RSS MB", "served", "server peak MB",
+             "journal MB")  # fmt: skip
+    print(f"   {'before the kill':<36} " + " ".join(f"{h:>{max(len(h), 6)}}" for h in heads))
+    for label, topics in (
+        (f"{cycles} x {FLOOD_TOPICS:,} topics (the attack)", FLOOD_TOPICS),
+        (f"{cycles} x 10 topics (reference)", 10),
+    ):
+        row = restart_after(cycles, topics, limit_mib)
+        cells = " ".join(f"{v:>{max(len(h), 6)}}" for h, v in zip(heads, row, strict=True))
+        print(f"   {label:<36} {cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--register-period", type=float, default=30.0)
     parser.add_argument("--skip-gap", action="store_true")
+    parser.add_argument(
+        "--flood-cycles", type=int, default=3, help="110,000-topic registrations (issue: 10)"
+    )
+    parser.add_argument("--flood-only", action="store_true", help="only section 4")
+    parser.add_argument(
+        "--restart-limit-mib", type=int, default=1024, help="prlimit --as of the restart (0: none)"
+    )
     args = parser.parse_args()
-    if not args.skip_gap:
-        asyncio.run(gaps(args.register_period))
-    startup(args.brokers, args.topics)
-    snapshots(args.brokers, args.topics)
+    if not args.flood_only:
+        if not args.skip_gap:
+            asyncio.run(gaps(args.register_period))
+        startup(args.brokers, args.topics)
+        snapshots(args.brokers, args.topics)
+    flood(args.flood_cycles, args.restart_limit_mib if shutil.which("prlimit") else 0)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,13 @@ def _removed(record: dict[str, Any]) -> str:
     return text
 
 
+def _snapshot(record: dict[str, Any]) -> str:
+    """A snapshot, or one piece of one (``part`` of ``parts``: what that piece holds)."""
+    text = f"{len(record.get('brokers') or [])} brokers, {len(record.get('topics') or {})} topics"
+    parts = record.get("parts")
+    return text if not parts or parts == 1 else f"piece {record.get('part')}/{parts}: {text}"
+
+
 def _started(record: dict[str, Any]) -> str:
     recovered, damaged = record.get("recovered"), record.get("damaged")
     text = f"version {record.get('version')}"
@@ -98,10 +105,7 @@ _SHOWN: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     events.ConfigChanged.TYPE: ("cyan", lambda r: f"{r.get('key')}={r.get('value')}"),
     events.ServerStarted.TYPE: ("bold", _started),
     events.ServerStopped.TYPE: ("bold", lambda r: f"version {r.get('version')}"),
-    events.Snapshot.TYPE: (
-        "dim",
-        lambda r: f"{len(r.get('brokers') or [])} brokers, {len(r.get('topics') or {})} topics",
-    ),
+    events.Snapshot.TYPE: ("dim", _snapshot),
     events.RouteQueries.TYPE: ("dim", _queries),
 }
 

@@ -304,7 +304,7 @@ class NamesrvCollector(Collector):
                 "pynamesrv_journal_dropped_lines",
                 "Journal lines not written, by cause: size_cap (journalMaxBytes reached), "
                 "pending_cap (journalMaxPendingBytes waiting: writes failing), unencodable, "
-                "stopped (unwritten at stop).",
+                "stopped (unwritten at stop), too_long (over the line limit readers take).",
                 labels=["cause"],
             )
             for cause in sorted(set(DROP_CAUSES) | set(writing.dropped)):

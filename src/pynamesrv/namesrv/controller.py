@@ -500,6 +500,7 @@ class NamesrvController:
         self.journal = journal
         self.stats.count_topics = True
         self.add_listener(self.journal.on_events)
+        self.journal.on_snapshot_wanted = self.record_snapshot
         recovered = self.recovered.to_record() if self.recovered is not None else None
         self.journal.record(
             "server_started",
@@ -521,7 +522,7 @@ class NamesrvController:
 
     def record_snapshot(self) -> None:
         if self.journal is not None:
-            self.journal.record("snapshot", **self.routes.snapshot())
+            self.journal.record_snapshot(self.routes.snapshot())
 
     async def _route_query_windows(self) -> None:
         """One ``route_queries`` line at the end of each window, aligned to the clock."""

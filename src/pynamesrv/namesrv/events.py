@@ -465,15 +465,29 @@ class ServerStopped(Event):
     config: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Snapshot(Event):
-    """The whole route state (``JournalReplay.snapshot``): a base any reader can start from."""
+    """The whole route state (``JournalReplay.snapshot``): a base any reader can start from.
+
+    Written in pieces (``namesrv.snapshot_pieces``) so that no line passes the one line limit
+    every reader takes (``journal.MAX_LINE_BYTES``): piece ``part`` of ``parts``, each a
+    share of the brokers, topics and mappings, the pieces consecutive lines of one ``ts``.
+    A line without ``part`` (older journals) is a whole snapshot."""
 
     TYPE: ClassVar[str] = "snapshot"
     REQUIRED: ClassVar[tuple[str, ...]] = ("brokers", "topics")
+    # First, so that a reader finds them in the line's head (``journal.encode_line``).
+    part: int | None = None
+    parts: int | None = None
     brokers: list[dict[str, Any]]
     topics: dict[str, list[dict[str, Any]]]
     mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if (self.part is None) != (self.parts is None):
+            raise RecordError("snapshot: part and parts go together")
+        if self.part is not None and self.parts is not None and not 1 <= self.part <= self.parts:
+            raise RecordError("snapshot: part is not within 1..parts")
 
 
 @dataclass(slots=True)

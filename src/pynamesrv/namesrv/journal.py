@@ -57,7 +57,8 @@ from typing import Any, BinaryIO, ClassVar, Final
 
 import orjson
 
-from pynamesrv.namesrv.events import BrokerRegistered, Event, event_classes
+from pynamesrv.namesrv import snapshot_pieces
+from pynamesrv.namesrv.events import BrokerRegistered, Event, Snapshot, event_classes
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,18 @@ HEARTBEAT_KEY: Final = ("cluster", "broker_addr")
 # class of ``namesrv.events``, the one list of them.
 LINE_TYPES: Final = tuple(cls.TYPE for cls in event_classes())
 
+# The one line limit, newline included: the writer never writes a longer line, and every
+# reader (read_records, recovery, journal tail, routes-at; the pipeline reads what they
+# accept) takes lines up to it and skips longer ones without holding them whole. A snapshot
+# is written in pieces to stay under it (``snapshot_lines``); a registration's line is
+# bounded by its frame (frameMaxLength, topic names of at most 127 characters), and a line
+# that would pass the limit anyway is not written (``too_long``) and a snapshot follows.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+# What one snapshot piece aims at: far under the limit, so that a reader parses a few MiB
+# at a time and a piece with one large entry still fits.
+SNAPSHOT_PIECE_BYTES: Final = 8 * 1024 * 1024
+_HEAD_ROOM: Final = 4096  # a piece's head (ts, ns, seq, type, part, parts) and newline
+
 COMPRESSED_SUFFIX = ".gz"
 DEFAULT_RETENTION_HOURS = 168
 DEFAULT_MAX_BYTES = 10 * 1024**3
@@ -103,6 +116,22 @@ def exact_size(data: bytes) -> bytes:
     them held 4x the pending budget). The copy costs ~0.2 µs for a heartbeat, ~0.3 ms per
     MB for a long line, on the thread that encoded it."""
     return bytes(memoryview(data))
+
+
+def snapshot_lines(
+    ts: int, ns: str, first_seq: int, snapshot: dict[str, Any], piece_bytes: int
+) -> tuple[list[bytes], list[str]]:
+    """A ``snapshot`` as its journal lines: piece ``part`` of ``parts``, consecutive ``seq``
+    from ``first_seq``, one ``ts``, each line at most ``MAX_LINE_BYTES`` (docs/journal.md,
+    ``snapshot``); and the entries left out because no line could hold one of them."""
+    pieces = snapshot_pieces.cut(snapshot, piece_bytes, MAX_LINE_BYTES - _HEAD_ROOM)
+    parts = len(pieces.bodies)
+    lines = []
+    for index, body in enumerate(pieces.bodies):
+        head = {"ts": ts, "ns": ns, "seq": first_seq + index, "type": Snapshot.TYPE}
+        head |= {"part": index + 1, "parts": parts}
+        lines.append(b"".join((orjson.dumps(head)[:-1], b",", memoryview(body)[1:], b"\n")))
+    return lines, pieces.left_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +220,14 @@ DROPPED_SIZE_CAP: Final = "size_cap"  # the directory is at journalMaxBytes
 DROPPED_PENDING_CAP: Final = "pending_cap"  # journalMaxPendingBytes waiting (writes failing)
 DROPPED_UNENCODABLE: Final = "unencodable"  # a bug: an event orjson cannot encode
 DROPPED_AT_STOP: Final = "stopped"  # still unwritten when the journal stopped
-DROP_CAUSES: Final = (DROPPED_PENDING_CAP, DROPPED_SIZE_CAP, DROPPED_UNENCODABLE, DROPPED_AT_STOP)
+DROPPED_TOO_LONG: Final = "too_long"  # longer than MAX_LINE_BYTES: no reader would take it
+DROP_CAUSES: Final = (
+    DROPPED_PENDING_CAP,
+    DROPPED_SIZE_CAP,
+    DROPPED_UNENCODABLE,
+    DROPPED_AT_STOP,
+    DROPPED_TOO_LONG,
+)
 DEFAULT_MAX_PENDING_BYTES: Final = 64 * 1024 * 1024  # docs/journal.md says why
 WARNING_INTERVAL_S: Final = 60.0  # at most one warning per cause this often
 
@@ -306,6 +342,11 @@ class Journal:
         self._drops_warned = 0  # pending-cap drops already in a warning
         self._flusher: asyncio.Task[None] | None = None
         self.lines_written = 0
+        self.snapshot_piece_bytes = SNAPSHOT_PIECE_BYTES
+        # Called on the event loop after a flush when a line was too long to write: the
+        # controller records a snapshot then (``_too_long``).
+        self.on_snapshot_wanted: Callable[[], None] | None = None
+        self._snapshot_wanted = False
         self._seq = 0  # orders lines of equal ts; restarts with the process (readers: ns, ts, seq)
 
     @property
@@ -330,10 +371,55 @@ class Journal:
         if self._over_cap(type_):
             return
         line = encode_line(ts, self.instance, self._seq, type_, fields)
+        if len(line) > MAX_LINE_BYTES:
+            self._too_long(type_, len(line))
+            return
         beat = (
             compact_heartbeat(ts, self.instance, self._seq, fields) if type_ == HEARTBEAT else None
         )
         self._enqueue(ts, line, beat, line_size(line, beat))
+
+    def record_snapshot(self, snapshot: dict[str, Any], *, ts: int | None = None) -> None:
+        """Append a ``snapshot`` of ``snapshot`` (``JournalReplay.snapshot``) as its pieces
+        (``snapshot_lines``): consecutive lines of one ``ts``, each under the line limit.
+        All pieces are kept or all dropped (the pending cap), so a set is incomplete only
+        when a crash cut it; readers then take the snapshot before it."""
+        if ts is None:
+            ts = self.clock_ms()
+        if self._over_cap(Snapshot.TYPE):
+            self._seq += 1
+            return
+        lines, left_out = snapshot_lines(
+            ts, self.instance, self._seq + 1, snapshot, self.snapshot_piece_bytes
+        )
+        self._seq += len(lines)
+        for line in lines:
+            self._enqueue(ts, line, None, line_size(line, None))
+        if left_out and self._due("snapshot_left_out"):
+            log.warning(
+                "journal %s: %d entries left out of the snapshot, each longer than a journal "
+                "line may be (%d bytes): %s",
+                self.directory,
+                len(left_out),
+                MAX_LINE_BYTES,
+                "; ".join(left_out[:3]),
+            )
+
+    def _too_long(self, type_: str, size: int) -> None:
+        """A line longer than ``MAX_LINE_BYTES`` is not written (no reader would take it):
+        counted, warned about once a minute, and a snapshot is asked for so that a warm
+        restart still rebuilds what the line changed (any thread)."""
+        self.dropped[DROPPED_TOO_LONG] += 1
+        self._snapshot_wanted = True
+        if self._due(DROPPED_TOO_LONG):
+            log.warning(
+                "journal %s: a %s line of %d bytes is longer than any reader takes (%d): not "
+                "written; the next snapshot holds what it changed",
+                self.directory,
+                type_,
+                size,
+                MAX_LINE_BYTES,
+            )
 
     def _over_cap(self, type_: str) -> bool:
         """True (and counted) when a line of ``type_`` is dropped: ``max_pending_bytes`` are
@@ -402,6 +488,9 @@ class Journal:
                     self._failing = False
                     log.warning("journal writes to %s resumed", self.directory)
             self._warn_drops()
+            if self._snapshot_wanted and self.on_snapshot_wanted is not None:
+                self._snapshot_wanted = False
+                self.on_snapshot_wanted()
 
     def _due(self, cause: str) -> bool:
         """Whether a warning about ``cause`` may be logged now (one per interval)."""
@@ -489,6 +578,9 @@ class Journal:
                 except (TypeError, ValueError):  # orjson's errors; a bug, not the disk's
                     log.exception("journal: cannot encode %s, line skipped", pending.event.TYPE)
                     self.dropped[DROPPED_UNENCODABLE] += 1
+                    continue
+                if len(line) > MAX_LINE_BYTES:
+                    self._too_long(pending.event.TYPE, len(line))
                     continue
             by_hour.setdefault(ts // HOUR_MS, []).append((ts, line, beat))
         for hour, items in by_hour.items():
@@ -708,9 +800,6 @@ _NOT_FOLLOWED: Final = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 
 
 # ---------------------------------------------------------------------------- reading
 
-# Longest line a reader takes (newline included). A snapshot of 100,000 topics is about
-# 10 MB; this leaves six times that. A longer line is skipped without being held whole.
-MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 # A compressed hour is read up to this many times its compressed size, at least
 # MIN_INFLATED_LIMIT: journal lines compress 10-30 times, deflate at most ~1,000 times, so
 # only a gzip bomb (or a flood of near-identical junk) reaches it. What was read counts.
@@ -738,6 +827,7 @@ class JournalDamage:
     lines_too_long: int = 0
     lines_unparsable: int = 0
     lines_invalid: int = 0  # parsed, but not the shape its type has (recovery's replay)
+    snapshots_incomplete: int = 0  # a snapshot's pieces cut short (a crash): not applied
     files: list[str] = field(default_factory=list)
 
     KINDS: ClassVar[tuple[str, ...]] = (
@@ -746,6 +836,7 @@ class JournalDamage:
         "lines_too_long",
         "lines_unparsable",
         "lines_invalid",
+        "snapshots_incomplete",
     )
 
     def add(self, kind: str, n: int = 1, path: Path | str | None = None) -> None:
@@ -782,6 +873,7 @@ class JournalDamage:
             "lines_too_long": lambda n: f"{count(n, 'line')} over {MAX_LINE_BYTES} bytes skipped",
             "lines_unparsable": lambda n: f"{count(n, 'unparsable line')} skipped",
             "lines_invalid": lambda n: f"{count(n, 'invalid line')} skipped",
+            "snapshots_incomplete": lambda n: f"{count(n, 'incomplete snapshot')} skipped",
         }
         parts = [said[kind](n) for kind, n in self.to_record().items()]
         where = f" (in {', '.join(self.files)})" if self.files else ""

@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import partial
+from operator import itemgetter
 from typing import Any, Final
 
 import orjson
@@ -362,6 +363,27 @@ class RegisterBrokerBody:
             self._configs = self._configs_source()
             self._configs_source = None
         return self._configs
+
+    def drop_long_topics(self, max_length: int) -> list[str]:
+        """Leave out the topics whose name is longer than ``max_length`` (from the routed
+        rows, the full configs and the mappings); the names left out, in body order. The
+        usual body (no such name) costs one pass over the names."""
+        rows = self.routed
+        if not rows or max(map(len, map(itemgetter(0), rows))) <= max_length:
+            long_mapped = [t for t in self.mappings if len(t) > max_length]
+            for topic in long_mapped:
+                del self.mappings[topic]
+            return long_mapped
+        dropped = [row[0] for row in rows if len(row[0]) > max_length]
+        self._routed = [row for row in rows if len(row[0]) <= max_length]
+        if self._configs is not None:
+            self._configs = [c for c in self._configs if len(c.topic_name) <= max_length]
+        elif self._configs_source is not None:
+            source = self._configs_source
+            self._configs_source = lambda: [c for c in source() if len(c.topic_name) <= max_length]
+        for topic in [t for t in self.mappings if len(t) > max_length]:
+            del self.mappings[topic]
+        return dropped
 
     @property
     def routed(self) -> list[RoutedTopic]:

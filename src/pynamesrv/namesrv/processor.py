@@ -46,12 +46,13 @@ from pynamesrv.namesrv.model import (
     run_steps,
 )
 from pynamesrv.namesrv.routes import RouteInfoManager, zone_of
-from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.namesrv.stats import MAX_TOPIC_LENGTH, NamesrvStats
 from pynamesrv.remoting import fastjson
 from pynamesrv.remoting.acl_sign import ACCESS_KEY
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand, SerializeType
 from pynamesrv.remoting.logtext import NAME_MAX, shown
+from pynamesrv.remoting.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,7 @@ class DefaultRequestProcessor:
         self.java5 = self.version >= Version.V5_0_0
         self.route_template = RouteAnswerTemplate(self.version)
         self.auditor = audit.Auditor()
+        self._long_topics_log = RateLimitedLog(log, 60.0)  # a peer can send them at will
         self._write: audit.AdminWrite | None = None  # the admin write being handled
         self._handlers: dict[int, Callable[[RemotingCommand, object], Answer]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
@@ -445,9 +447,10 @@ class DefaultRequestProcessor:
 
         def load_body() -> RegisterBrokerBody:
             try:
-                return run_steps(decode())
+                decoded = run_steps(decode())
             except BodyError as exc:
                 raise _body_error(exc) from exc
+            return self._without_long_topics(decoded, registration, channel)
 
         return self._register(request, load_body, registration | details, large=large)
 
@@ -471,7 +474,28 @@ class DefaultRequestProcessor:
             await asyncio.sleep(0)
         if not getattr(args["channel"], "is_open", True):
             return self._ok(request)  # the broker hung up meanwhile: nothing to keep
+        decoded = self._without_long_topics(decoded, args, args["channel"])
         return self._register(request, lambda: decoded, args, large=True)
+
+    def _without_long_topics(
+        self, body: RegisterBrokerBody, registration: dict[str, Any], channel: object
+    ) -> RegisterBrokerBody:
+        """``body`` without the topics whose name no RocketMQ client or broker can use
+        (longer than 127 characters, TopicValidator's limit): they are not routed, and one
+        log line a minute names the broker and how many were left out. Such a name costs
+        the registry, every snapshot and the journal its length and serves nobody (ten of
+        7 MB each made the snapshot line longer than readers take)."""
+        dropped = body.drop_long_topics(MAX_TOPIC_LENGTH)
+        if dropped:
+            self._long_topics_log.hit(
+                "long_topics",
+                logging.WARNING,
+                f"REGISTER_BROKER from {shown(caller_address(channel))} "
+                f"(brokerName {shown(str(registration.get('broker_name')))}): {len(dropped)} "
+                f"topics with a name longer than {MAX_TOPIC_LENGTH} characters left out "
+                f"(first {len(dropped[0])} characters long); no client can use them",
+            )
+        return body
 
     def _register(
         self, request: RemotingCommand, load_body: Callable[[], RegisterBrokerBody],

@@ -48,7 +48,7 @@ from pynamesrv.pipeline.schema import CORRUPT, JOURNAL_SCHEMA
 EVENT_FIELDS: Final = (
     "ts", "ns", "seq", "type", "cluster", "broker_name", "broker_id", "broker_addr", "first",
     "topics_added", "topics_changed", "reason", "last_heartbeat_ts", "group_gone", "topic",
-    "counts", "topics",
+    "counts", "topics", "part", "parts",
 )  # fmt: skip
 # One store row. Heartbeat segments carry beat_ts/beat_seq (ts/seq are their first beat);
 # other events carry one line each; a row with a null type counts a file's bad lines.

@@ -54,8 +54,8 @@ from pynamesrv.pipeline.runs import (
     HOUR_MS,
     RECOVERED,
     REGISTERED,
-    SNAPSHOT,
     as_date,
+    complete_snapshots,
     day_start,
     lifecycle_of,
     run_hours,
@@ -256,7 +256,7 @@ class Derived:
         latest = topic_distribution(self.events)
         if self.carry is None:
             return latest
-        with_snapshot = self.events.where(F.col("type") == SNAPSHOT).select("ns").distinct()
+        with_snapshot = complete_snapshots(self.events).select("ns").distinct()
         kept = self.carry.distribution.join(with_snapshot, "ns", "left_anti")
         return latest.unionByName(kept.select(*DISTRIBUTION_COLUMNS))
 

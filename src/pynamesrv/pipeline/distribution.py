@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from pynamesrv.pipeline.runs import SNAPSHOT
+from pynamesrv.pipeline.runs import complete_snapshots
 
 DISTRIBUTION_COLUMNS = (
     "ns",
@@ -32,10 +32,12 @@ def topic_distribution(events: DataFrame) -> DataFrame:
     ``skew`` is 1.0 when a topic has no write queues at all (max = mean = 0: even), where
     max / mean would be undefined.
     """
-    latest_first = Window.partitionBy("ns").orderBy(F.col("ts").desc(), F.col("seq").desc())
-    last = (
-        events.where(F.col("type") == SNAPSHOT)
-        .select("ns", "topics", F.row_number().over(latest_first).alias("rank"))
+    latest_first = Window.partitionBy("ns").orderBy(
+        F.col("ts").desc(), F.col("snapshot_seq").desc()
+    )
+    last = (  # every piece of the last complete snapshot
+        complete_snapshots(events)
+        .select("ns", "topics", F.dense_rank().over(latest_first).alias("rank"))
         .where(F.col("rank") == 1)
     )
     queues = (

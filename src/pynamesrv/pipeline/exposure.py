@@ -33,6 +33,7 @@ from pynamesrv.pipeline.runs import (
     SNAPSHOT,
     TOPIC_REMOVED,
     as_date,
+    complete_snapshots,
     day_start,
 )
 from pynamesrv.pipeline.sessions import is_start
@@ -164,11 +165,11 @@ def membership_opens(events: DataFrame, runs_of: DataFrame | None = None) -> Dat
     )
     source = events if runs_of is None else runs_of
     warm = source.where(F.col("type") == RECOVERED).select("ns", "run").distinct()
-    first_snapshot = Window.partitionBy("ns", "run").orderBy("ts", "seq")
-    snapshots = (
-        source.where(F.col("type") == SNAPSHOT)
+    first_snapshot = Window.partitionBy("ns", "run").orderBy("ts", "snapshot_seq")
+    snapshots = (  # every piece of the run's first complete snapshot
+        complete_snapshots(source)
         .join(F.broadcast(warm), ["ns", "run"])
-        .select("ns", "ts", "seq", "topics", F.row_number().over(first_snapshot).alias("rank"))
+        .select("ns", "ts", "seq", "topics", F.dense_rank().over(first_snapshot).alias("rank"))
         .where(F.col("rank") == 1)
     )
     if runs_of is not None:  # the snapshot itself must be among ``events``

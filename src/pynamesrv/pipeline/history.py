@@ -16,11 +16,11 @@ from typing import Any, Final
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from pynamesrv.namesrv import recovery
+from pynamesrv.namesrv import recovery, snapshot_pieces
 from pynamesrv.namesrv.events import BrokerRecovered
 from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.pipeline.files import Files
-from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, SNAPSHOT, STARTED, key
+from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, STARTED, complete_snapshots, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
 from pynamesrv.pipeline.store import JournalError, JournalFile, find_journal_files, instance_dir
 
@@ -46,6 +46,8 @@ COLUMNS: Final = (
     "queues",
     "op",
     "reason",
+    "part",
+    "parts",
     "brokers",
     "topics",
 )
@@ -148,14 +150,21 @@ def _since_base(events: DataFrame, at_ms: int) -> DataFrame:
     ``server_started``) on, all of them when it has none; ``base`` tells which. One query:
     the files are read once, and only these rows reach the driver."""
     upto = events.where(F.col("ts") <= F.lit(at_ms))
-    last = F.max(F.when(F.col("type").isin(STARTED, SNAPSHOT), key())).over(
-        Window.partitionBy("ns")
+    # A base is a start, or the first piece of a complete snapshot (a set a crash cut is
+    # no base: the one before it is, and replay skips the cut set).
+    firsts = (
+        complete_snapshots(upto)
+        .where(F.col("seq") == F.col("snapshot_seq"))
+        .select("ns", "ts", "seq", F.lit(True).alias("snapshot_base"))
     )
+    is_base = (F.col("type") == STARTED) | F.coalesce(F.col("snapshot_base"), F.lit(False))
+    last = F.max(F.when(is_base, key())).over(Window.partitionBy("ns"))
     return (
-        upto.withColumn("last_base", last)
+        upto.join(firsts, ["ns", "ts", "seq"], "left")
+        .withColumn("last_base", last)
         .where(F.col("last_base").isNull() | (key() >= F.col("last_base")))
         .withColumn("base", F.col("last_base").isNotNull())
-        .drop("last_base")
+        .drop("last_base", "snapshot_base")
     )
 
 
@@ -171,16 +180,19 @@ def next_snapshot(
     done = 0
     while done < len(later):
         batch = later[done : done + count]
-        found = (
-            _read(spark, batch, ns)
-            .where((F.col("ts") > F.lit(at_ms)) & (F.col("type") == SNAPSHOT))
-            .orderBy("ts", "seq")
-            .select("brokers", "topics")
-            .limit(1)
-            .collect()
-        )
-        if found:
-            return _as_dict(found[0])
+        snapshots = complete_snapshots(_read(spark, batch, ns).where(F.col("ts") > F.lit(at_ms)))
+        first = snapshots.select(F.min(F.struct("ts", "snapshot_seq")).alias("k")).collect()
+        if first and first[0]["k"] is not None:
+            k = first[0]["k"]
+            pieces = (
+                snapshots.where(
+                    (F.col("ts") == k["ts"]) & (F.col("snapshot_seq") == k["snapshot_seq"])
+                )
+                .orderBy("seq")
+                .select("brokers", "topics")
+                .collect()
+            )
+            return dict(snapshot_pieces.merged([_as_dict(p) for p in pieces]))
         done += len(batch)
         count *= 2
     return None

@@ -69,6 +69,25 @@ def key(prefix: str = "") -> Column:
     return F.struct(F.col(f"{prefix}ts").alias("ts"), F.col(f"{prefix}seq").alias("seq"))
 
 
+def complete_snapshots(events: DataFrame) -> DataFrame:
+    """The ``snapshot`` lines of ``events`` that belong to a complete snapshot, with
+    ``snapshot_seq``: the ``seq`` of its first piece, which with ``ns`` and ``ts`` names the
+    snapshot (docs/journal.md, ``snapshot``: piece ``part`` of ``parts``, consecutive lines of
+    one ``ts``; a line without ``part`` is a whole snapshot). A set missing a piece (a crash
+    cut it) is left out: readers take the complete snapshot before it."""
+    part = F.coalesce(F.col("part"), F.lit(1))
+    parts = F.coalesce(F.col("parts"), F.lit(1))
+    first = F.col("seq") - part + F.lit(1)
+    whole = Window.partitionBy("ns", "ts", "snapshot_seq")
+    return (
+        events.where(F.col("type") == SNAPSHOT)
+        .withColumn("snapshot_seq", first)
+        .withColumn("pieces_seen", F.size(F.collect_set(part).over(whole)))
+        .where(F.col("pieces_seen") == parts)
+        .drop("pieces_seen")
+    )
+
+
 def lifecycle_of(events: DataFrame) -> DataFrame:
     """ns, ts, seq, type of the ``server_started`` / ``server_stopped`` events."""
     return events.where(F.col("type").isin(STARTED, STOPPED)).select("ns", "ts", "seq", "type")

@@ -86,7 +86,9 @@ JOURNAL_SCHEMA = StructType(
         StructField("window_ms", LongType()),
         StructField("counts", MapType(StringType(), LongType())),
         StructField("misses", MapType(StringType(), LongType())),
-        # snapshot
+        # snapshot (a piece of one: part of parts)
+        StructField("part", LongType()),
+        StructField("parts", LongType()),
         StructField("brokers", ArrayType(SNAPSHOT_BROKER)),
         StructField("topics", MapType(StringType(), ArrayType(SNAPSHOT_QUEUE))),
         # server_started / server_stopped

@@ -28,7 +28,6 @@ from pynamesrv.namesrv.events import (
     KvChanged,
     ServerStarted,
     ServerStopped,
-    Snapshot,
     TopicRemoved,
 )
 from pynamesrv.namesrv.journal import instance_dir_name
@@ -58,6 +57,9 @@ from pynamesrv.testing.writer import (
 )
 
 SNAPSHOT_MS: Final = 600_000  # journalSnapshotIntervalMs
+# Far smaller than the server's pieces (8 MiB), so that generated journals hold snapshots in
+# several pieces and every reader is tested on them.
+SNAPSHOT_PIECE_BYTES: Final = 16 * 1024
 FIRST_SCAN_MS: Final = 5_000
 TIMEOUT_MS: Final = DEFAULT_BROKER_TIMEOUT_MS
 
@@ -410,7 +412,7 @@ class InstanceSimulator:
 
     def _snapshot(self, ts: int) -> dict[str, Any]:
         snap = self.routes.snapshot()
-        self.journal.record(ts, Snapshot.TYPE, snap)
+        self.journal.record_snapshot(ts, snap, SNAPSHOT_PIECE_BYTES)
         self.last_topics = snap["topics"]
         return snap
 

@@ -24,6 +24,7 @@ from pynamesrv.namesrv.journal import (
     compact_heartbeat,
     encode_line,
     hour_file_name,
+    snapshot_lines,
 )
 
 # A broker's heartbeat line, full and compact (``%d`` for ts and seq), and the compact form's
@@ -62,6 +63,17 @@ class JournalWriter:
             self._out(beat.line)
         else:
             self._out(encode_line(ts, self.ns, self.seq, type_, fields))
+        self.last_ts = ts
+
+    def record_snapshot(self, ts: int, snapshot: dict[str, Any], piece_bytes: int) -> None:
+        """A ``snapshot`` in pieces of at most ``piece_bytes``, as the server writes one
+        (``journal.snapshot_lines``)."""
+        if ts >= self._hour_end:
+            self._switch_file(ts)
+        lines, _ = snapshot_lines(ts, self.ns, self.seq + 1, snapshot, piece_bytes)
+        for line in lines:
+            self._out(line)
+        self.seq += len(lines)
         self.last_ts = ts
 
     def heartbeat(self, ts: int, template: HeartbeatTemplate) -> None:

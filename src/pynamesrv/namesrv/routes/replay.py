@@ -88,6 +88,8 @@ class JournalReplay(RouteRegistry):
             return None
         ts = timestamp(record.get("ts"), f"{event_type.TYPE}: ts")
         if event_type is Snapshot:
+            if (record.get("parts") or 1) != 1:
+                raise RecordError("snapshot: one piece of several (see namesrv.recovery)")
             self.restore_snapshot(record)
             return None
         event = event_type.from_record(record)
@@ -105,14 +107,16 @@ class JournalReplay(RouteRegistry):
         if event.recovered is None or not self.broker_live_table:
             self.reset()
 
-    def restore_snapshot(self, record: Mapping[str, Any]) -> None:
-        """A journal ``snapshot`` replaces the whole state; every broker is provisional.
-        Each broker joins its group as a registration read back would make it (``apply``);
-        the topics, hundreds of thousands of entries, are filled in bulk."""
-        snapshot = Snapshot.from_record(record)
+    def restore_snapshot(self, *pieces: Mapping[str, Any]) -> None:
+        """A journal ``snapshot`` (its lines: one, or every piece of a set in order)
+        replaces the whole state; every broker is provisional. Each broker joins its group as
+        a registration read back would make it (``apply``); the topics, hundreds of thousands
+        of entries, are filled in bulk. Which pieces make a complete set is the reader's
+        business (``namesrv.recovery``): here they are taken as given."""
+        snapshots = [Snapshot.from_record(record) for record in pieces]
         # Everything checked before anything changes: a damaged snapshot leaves the state.
         joined: list[tuple[BrokerRegistered, int]] = []
-        for entry in snapshot.brokers:
+        for entry in (broker for snapshot in snapshots for broker in snapshot.brokers):
             if type(entry) is not dict:
                 raise RecordError("snapshot: a broker is not an object")
             last = timestamp(entry.get("last_heartbeat_ts"), "snapshot: last_heartbeat_ts")
@@ -124,10 +128,12 @@ class JournalReplay(RouteRegistry):
         shared: dict[str, dict[QueueValues, QueueData]] = {}  # installed after the reset
         share = partial(shared_queue_data, shared)
         topics = {
-            topic: queue_table(topic, queues, share) for topic, queues in snapshot.topics.items()
+            topic: queue_table(topic, queues, share)
+            for snapshot in snapshots
+            for topic, queues in snapshot.topics.items()
         }
         mappings: list[tuple[str, TopicQueueMappingInfo]] = []
-        for topic, per_group in snapshot.mappings.items():
+        for topic, per_group in (m for snapshot in snapshots for m in snapshot.mappings.items()):
             if type(per_group) is not dict:
                 raise RecordError("snapshot: mappings of a topic are not an object")
             mappings += [(topic, queue_mapping(info, "snapshot")) for info in per_group.values()]
