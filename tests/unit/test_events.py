@@ -28,7 +28,7 @@ EVENT_TYPES = events.event_classes()
 @pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)
 def test_no_class_variable_leaks_into_any_record(event_type):
     names = [f.name for f in fields(event_type)]
-    event = event_type(*[1] * len(names))  # every field set: none is left out
+    event = event_type(**dict.fromkeys(names, 1))  # every field set: none is left out
     assert set(event.to_record()) == {"type", *names}
     assert event.to_record()["type"] == event_type.TYPE
 
