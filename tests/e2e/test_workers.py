@@ -1,0 +1,185 @@
+"""``serve --workers 2``: a worker answers as the writer, a client reads its own write, and
+the faults: a worker killed, the writer killed, a graceful stop (issue 33).
+
+Each test learns which process took a connection (``workers_served.WorkersServed.connect``)
+so that what it checks does not depend on where the kernel put it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pynamesrv.namesrv import requests
+from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG
+from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, TopicConfig
+from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
+from pynamesrv.remoting.command import RemotingCommand
+from waiting import wait_for
+from workers_served import WorkersServed, kill_worker, wait_gone
+
+TOPICS = ("TopicA", "TopicB", "%RETRY%g")
+
+
+def registration(
+    name: str, addr: str, counter: int = 1, filters: list[str] | None = None
+) -> RemotingCommand:
+    body = RegisterBrokerBody(
+        DataVersion(1_700_000_000_000, counter), [TopicConfig(t, 4, 4) for t in TOPICS], filters
+    )
+    return requests.register_broker(
+        cluster="C", broker_name=name, broker_addr=addr, broker_id=0, ha_server_addr=None,
+        body=body, compressed=counter % 2 == 0, version=int(Version.V5_2_0),
+        heartbeat_timeout_ms=60_000, enable_acting_master=False, zone_name="z1",
+    )  # fmt: skip
+
+
+def reads() -> list[RemotingCommand]:
+    """Every read a worker answers from its replica."""
+    out = []
+    for topic in (*TOPICS, "missing"):
+        out.append(requests.get_routeinfo_by_topic(topic))
+        out.append(requests.get_routeinfo_by_topic(topic, version=int(Version.V4_6_0)))
+    out += [
+        requests.get_broker_cluster_info(),
+        requests.get_all_topic_list_from_nameserver(),
+        requests.get_topics_by_cluster("C"),
+        requests.get_system_topic_list_from_ns(),
+        requests.get_broker_member_group(cluster="C", broker_name="bw"),
+        requests.get_kvlist_by_namespace(ORDER_TOPIC_CONFIG),
+        requests.get_kv_config(ORDER_TOPIC_CONFIG, "TopicA"),
+        requests.get_namesrv_config(),
+    ]
+    return out
+
+
+async def answers(client: RemotingClient) -> list[tuple[int, str | None, bytes, dict[str, str]]]:
+    out = []
+    for request in reads():
+        answer = await client.request(request)
+        out.append((answer.code, answer.remark, answer.body, dict(answer.ext_fields or {})))
+    return out
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[WorkersServed]:
+    server = WorkersServed(tmp_path)
+    try:
+        await server.start()
+        yield server
+    finally:
+        server.kill()
+        if server.proc is not None:
+            await server.proc.wait()
+
+
+async def test_a_worker_answers_every_read_as_the_writer_and_a_client_reads_its_write(
+    served: WorkersServed,
+) -> None:
+    on_worker = await served.connect(on_worker=True)
+    on_writer = await served.connect(on_worker=False)
+    # A write through the worker is read back on the same connection at once.
+    assert (await on_worker.request(registration("bw", "10.0.0.1:10911"))).code == 0
+    route = await on_worker.request(requests.get_routeinfo_by_topic("TopicA"))
+    assert route.code == ResponseCode.SUCCESS and b"10.0.0.1:10911" in route.body
+    # Writes on the writer's own port, and an admin write and a KV write through the worker:
+    # when the worker answers the last one its replica holds everything before it.
+    assert (
+        await on_writer.request(registration("bc", "10.0.0.2:10911", 2, ["10.9.0.1:1"]))
+    ).code == 0
+    queues = [QueueData("bw", 2, 2, 6, 0)]
+    assert (await on_worker.request(requests.register_topic_in_namesrv("Admin", queues))).code == 0
+    assert (await on_worker.request(requests.wipe_write_perm_of_broker("bc"))).code == 0
+    put = requests.put_kv_config(ORDER_TOPIC_CONFIG, "TopicA", "bw:4")
+    assert (await on_worker.request(put)).code == 0
+    update = requests.update_namesrv_config({"orderMessageEnable": "true"})
+    assert (await on_worker.request(update)).code == 0
+    assert await answers(on_worker) == await answers(on_writer)
+    await on_worker.close()
+    await on_writer.close()
+
+
+async def test_a_worker_killed_is_started_again_and_its_brokers_leave_as_on_a_close(
+    served: WorkersServed,
+) -> None:
+    on_worker = await served.connect(on_worker=True)
+    on_writer = await served.connect(on_worker=False)
+    assert (await on_worker.request(registration("bw", "10.0.0.1:10911"))).code == 0
+    assert (await on_writer.request(registration("bc", "10.0.0.2:10911"))).code == 0
+    [worker] = (await served.status())["workers"]
+    kill_worker(worker["pid"])
+    await served.wait_serving(not_pids=frozenset({worker["pid"]}))
+    # The killed worker's connection closed: its broker left, as Java drops a broker whose
+    # connection closed (it registers again with its next heartbeat); the other stays.
+
+    async def worker_broker_gone() -> bool:
+        info = await on_writer.request(requests.get_broker_cluster_info())
+        return b"10.0.0.1:10911" not in info.body and b"10.0.0.2:10911" in info.body
+
+    await wait_for(worker_broker_gone, "the dead worker's broker removed")
+    assert (await on_writer.request(registration("bw", "10.0.0.1:10911", 3))).code == 0
+    fresh = await served.connect(on_worker=True)  # the new worker, caught up from an image
+    assert (await fresh.request(requests.put_kv_config("NS", "k", "v"))).code == 0
+    assert await answers(fresh) == await answers(on_writer)
+    statuses = (await served.status())["workers"]
+    assert statuses[0]["starts"] == 2
+    for client in (on_worker, on_writer, fresh):
+        await client.close()
+
+
+async def test_the_writer_killed_ends_its_workers(served: WorkersServed) -> None:
+    [worker] = (await served.status())["workers"]
+    served.kill()
+    assert served.proc is not None
+    await served.proc.wait()
+    await wait_gone(worker["pid"])
+
+
+async def test_sigterm_drains_the_workers_then_stops_them(tmp_path: Path) -> None:
+    served = WorkersServed(
+        tmp_path,
+        extra_config="enableShutdownGracefully=true\nshutdownWaitTimeSeconds=120\n",
+    )
+    await served.start()
+    try:
+        on_worker = await served.connect(on_worker=True)
+        on_writer = await served.connect(on_worker=False)
+        [worker] = (await served.status())["workers"]
+        assert served.proc is not None
+        served.proc.send_signal(signal.SIGTERM)
+        newer = int(Version.V5_3_1) + 1
+
+        async def going_away(client: RemotingClient) -> bool:
+            request = requests.get_routeinfo_by_topic("T", version=newer)
+            return (await client.request(request)).code == ResponseCode.GO_AWAY
+
+        for client in (on_worker, on_writer):
+            await wait_for(lambda c=client: going_away(c), "GO_AWAY while draining")
+            # Older clients are still served, reads and writes alike.
+            old = await client.request(requests.get_broker_cluster_info())
+            assert old.code == ResponseCode.SUCCESS
+        forwarded = await on_worker.request(requests.put_kv_config("NS", "k", "v"))
+        assert forwarded.code == ResponseCode.SUCCESS
+        assert await served.stop(signal.SIGTERM) == 0  # a second signal ends the drain
+        await wait_gone(worker["pid"])
+    finally:
+        served.kill()
+
+
+def test_forwarded_codes_are_every_code_but_the_reads() -> None:
+    """What a worker keeps for itself is exactly the read requests: any other code (a write,
+    an unknown one) goes to the writer, which decides and answers it."""
+    from pynamesrv.namesrv.worker import READ_CODES
+
+    writes = {
+        RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.BROKER_HEARTBEAT,
+        RequestCode.QUERY_DATA_VERSION, RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
+        RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+    }  # fmt: skip
+    assert not writes & READ_CODES
