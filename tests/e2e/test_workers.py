@@ -7,6 +7,7 @@ so that what it checks does not depend on where the kernel put it.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -183,3 +184,55 @@ def test_forwarded_codes_are_every_code_but_the_reads() -> None:
         RequestCode.REGISTER_TOPIC_IN_NAMESRV,
     }  # fmt: skip
     assert not writes & READ_CODES
+
+
+async def test_a_stuck_worker_never_holds_the_writer_and_is_rebuilt_from_an_image(
+    tmp_path: Path,
+) -> None:
+    served = WorkersServed(tmp_path, extra_config="serverWorkerMaxBacklogBytes=1048576\n")
+    await served.start()
+    try:
+        on_writer = await served.connect(on_worker=False)
+        [worker] = (await served.status())["workers"]
+        os.kill(worker["pid"], signal.SIGSTOP)  # stuck: reads nothing of its stream
+        try:
+            counter = 0
+
+            async def rebuilt() -> bool:
+                """One more large registration (every topic changed), until the writer has
+                stopped the stuck worker's stream: it keeps answering meanwhile."""
+                nonlocal counter
+                counter += 1
+                topics = [TopicConfig(f"Big{i}", counter % 8 + 1, 4) for i in range(2000)]
+                body = RegisterBrokerBody(DataVersion(1, counter), topics, None)
+                answer = await on_writer.request(
+                    requests.register_broker(
+                        cluster="C",
+                        broker_name="big",
+                        broker_addr="10.0.0.9:10911",
+                        broker_id=0,
+                        ha_server_addr=None,
+                        body=body,
+                    )
+                )
+                assert answer.code == ResponseCode.SUCCESS
+                return bool((await served.status())["workers"][0]["rebuilds"])
+
+            await wait_for(rebuilt, "the stuck worker's stream stopped")
+        finally:
+            os.kill(worker["pid"], signal.SIGCONT)
+
+        async def caught_up() -> bool:
+            [shown] = (await served.status())["workers"]
+            return shown["ready"] and shown["behind"] == 0 and shown["pid"] == worker["pid"]
+
+        await wait_for(caught_up, "the worker rebuilt and caught up")
+        on_worker = await served.connect(on_worker=True)
+        assert (await on_worker.request(requests.put_kv_config("NS", "k", "v"))).code == 0
+        assert await answers(on_worker) == await answers(on_writer)
+        big = requests.get_routeinfo_by_topic("Big1999")
+        assert (await on_worker.request(big)).body == (await on_writer.request(big)).body
+        await on_worker.close()
+        await on_writer.close()
+    finally:
+        served.kill()

@@ -163,6 +163,7 @@ class NamesrvConfig:
     proxy_protocol_trusted_addresses: str = ""
     route_query_fast_path: bool = True
     server_workers: str = "1"  # a number, or auto (namesrv.workers.worker_count)
+    server_worker_max_backlog_bytes: int = 64 * 1024 * 1024
     # pynamesrv's own: observability
     http_port: int = 9880
     http_max_connections: int = 256

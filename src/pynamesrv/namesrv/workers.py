@@ -10,7 +10,7 @@ request a worker forwards is handled as if it had come on the writer's own port,
 as the worker saw them); its reply is queued behind the batches of what it changed.
 
 A worker that does not read (stuck, or slower than the stream) cannot hold the writer: its
-link's buffer is bounded (``MAX_BACKLOG_BYTES``); past it, batches for it stop, one line
+link's buffer is bounded (``serverWorkerMaxBacklogBytes``); past it, batches for it stop, one line
 says so, ``rebuilds`` counts it, and once it has read its backlog it gets a fresh image
 (replies held meanwhile follow the image). A worker whose link closes (killed, crashed) has
 its connections closed as the writer's own would be: brokers registered on them leave as on
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pynamesrv")
 
-# Bytes of batches and replies a worker may leave unread before it is rebuilt from an image.
-MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
-RESUME_BYTES: Final = 4 * 1024 * 1024
 STOP_GUARD_S: Final = 30.0
 MAX_RESTART_DELAY_S: Final = 30.0
 WORKER_MODULE: Final = "pynamesrv.cli.worker"
@@ -121,7 +118,8 @@ class WorkerLink(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        self.transport.set_write_buffer_limits(high=MAX_BACKLOG_BYTES, low=RESUME_BYTES)
+        high = self.pool.controller.config.server_worker_max_backlog_bytes
+        self.transport.set_write_buffer_limits(high=high, low=high // 4)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -138,17 +136,18 @@ class WorkerLink(asyncio.Protocol):
         self.closed.set()
 
     def pause_writing(self) -> None:
-        """The worker left MAX_BACKLOG_BYTES unread: stop its batches (see the module doc)."""
+        """The worker left serverWorkerMaxBacklogBytes unread: stop its batches (module doc)."""
         if self._imaging or self._behind:
             return
         self._behind = True
         self.figures.rebuilds += 1
         self.pool.publisher.unsubscribe(self.on_batch)
         log.warning(
-            "worker %d fell %d MiB behind the writer: its stream stops, and it is rebuilt "
-            "from an image once it has read what it was sent",
+            "worker %d left %d MiB of the writer's stream unread (serverWorkerMaxBacklogBytes): "
+            "its stream stops, and it is rebuilt from an image once it has read what it was "
+            "sent",
             self.index,
-            MAX_BACKLOG_BYTES >> 20,
+            self.pool.controller.config.server_worker_max_backlog_bytes >> 20,
         )
 
     def resume_writing(self) -> None:
