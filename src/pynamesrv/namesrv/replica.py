@@ -15,7 +15,13 @@ import orjson
 
 from pynamesrv.namesrv.acl import AccessControl
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
-from pynamesrv.namesrv.events import Event, RecordError, data_version_of
+from pynamesrv.namesrv.events import (
+    BrokerRegistered,
+    Event,
+    QueueConfigs,
+    RecordError,
+    data_version_of,
+)
 from pynamesrv.namesrv.kvconfig import KvChange, KvConfigManager
 from pynamesrv.namesrv.model import BrokerData, BrokerLiveInfo, TopicQueueMappingInfo
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
@@ -91,7 +97,15 @@ class Replica:
             event_type = REPLAYED_EVENTS.get(record.get("type"))
             if event_type is None:
                 raise RecordError(f"not a route event: {record.get('type')!r}")
-            event: Event = event_type.from_record(record)
+            event: Event
+            if event_type is BrokerRegistered:  # ``replication.registered_record``
+                configs = record.pop("topic_configs")
+                del record["type"]
+                event = BrokerRegistered(
+                    **record, topic_configs=QueueConfigs(configs["rows"], configs["mask"])
+                )
+            else:
+                event = event_type.from_record(record)
             if servers is not None:  # a registration: its filter servers as the writer has them
                 self.routes.apply(event, ts, Link(REPLICATED, filter_servers=servers))
             else:
