@@ -20,6 +20,7 @@ from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, 
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
+from served import journal
 from waiting import wait_for
 from workers_served import WorkersServed, kill_worker, wait_gone
 
@@ -234,5 +235,29 @@ async def test_a_stuck_worker_never_holds_the_writer_and_is_rebuilt_from_an_imag
         assert (await on_worker.request(big)).body == (await on_writer.request(big)).body
         await on_worker.close()
         await on_writer.close()
+    finally:
+        served.kill()
+
+
+async def test_route_queries_a_worker_answered_are_in_the_writers_journal(tmp_path: Path) -> None:
+    served = WorkersServed(tmp_path, extra_config="routeQueriesWindowMs=1000\n")
+    await served.start()
+    try:
+        on_worker = await served.connect(on_worker=True)
+        assert (await on_worker.request(registration("bw", "10.0.0.1:10911"))).code == 0
+        for _ in range(7):  # the fast path's answers and the decoded path's alike
+            await on_worker.request(requests.get_routeinfo_by_topic("TopicB"))
+            await on_worker.request(requests.get_routeinfo_by_topic("TopicB", version=1))
+        await on_worker.request(requests.get_routeinfo_by_topic("Nowhere"))
+
+        def counted() -> bool:
+            lines = [r for r in journal(tmp_path / "journal") if r["type"] == "route_queries"]
+            hits = sum(r["counts"].get("TopicB", 0) for r in lines)
+            misses = sum(r["misses"].get("Nowhere", 0) for r in lines)
+            assert hits <= 14 and misses <= 1
+            return hits == 14 and misses == 1
+
+        await wait_for(counted, "the worker's route queries journaled by the writer")
+        await on_worker.close()
     finally:
         served.kill()

@@ -22,6 +22,7 @@ import resource
 import signal
 import socket
 import time
+from dataclasses import asdict
 from time import perf_counter
 from typing import Any, Final, cast
 
@@ -78,6 +79,7 @@ class Worker:
         self.replica: Replica | None = None
         self.server: RemotingServer | None = None
         self.stats = NamesrvStats()
+        self.stats.count_topics = True  # sent to the writer each second (the journal's)
         self.index = 0
         self.going_away = False
         self.lag = RequestHistogram()  # published on the writer -> applied here
@@ -307,7 +309,9 @@ class Worker:
             "refused": dict(server.refused) if server is not None else {},
             "lag": [self.lag.count, self.lag.sum_s, self.lag.cumulative()],
             "rss": rss_bytes(),
-            "topic_hits": dict(self._fast_path.take_hits()) if self._fast_path else {},
+            "topic_counts": asdict(
+                stats.take_topic_counts(self._fast_path.take_hits() if self._fast_path else None)
+            ),
         }
 
     async def _report(self) -> None:

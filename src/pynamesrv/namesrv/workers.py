@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from pynamesrv.namesrv import workerlink as link
 from pynamesrv.namesrv.replication import Publisher, config_values
+from pynamesrv.namesrv.stats import RouteQueryCounts
 from pynamesrv.remoting.codec import decode_frame_payload, encode
 from pynamesrv.remoting.command import RemotingCommand
 
@@ -335,9 +336,9 @@ class WorkerPool:
             reported, _ = link.split_framed(payload)
             worker.figures.reported = reported
             worker.figures.position = reported["position"]
-            hits = reported.get("topic_hits")
-            if hits and self.controller.stats.count_topics:
-                self.controller.stats.route_hits_by_topic.update(hits)
+            counts = reported.get("topic_counts")
+            if counts:
+                self.controller.stats.add_topic_counts(RouteQueryCounts(**counts))
         elif kind == link.READY:
             head, _ = link.split_framed(payload)
             worker.figures.position = head["position"]
