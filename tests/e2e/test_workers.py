@@ -150,10 +150,11 @@ async def test_sigterm_drains_the_workers_then_stops_them(tmp_path: Path) -> Non
     try:
         on_worker = await served.connect(on_worker=True)
         on_writer = await served.connect(on_worker=False)
+        newer = int(Version.V5_3_1) + 1
+        assert (await on_worker.request(registration("bw", "10.0.0.1:10911"))).code == 0
         [worker] = (await served.status())["workers"]
         assert served.proc is not None
         served.proc.send_signal(signal.SIGTERM)
-        newer = int(Version.V5_3_1) + 1
 
         async def going_away(client: RemotingClient) -> bool:
             request = requests.get_routeinfo_by_topic("T", version=newer)
@@ -166,6 +167,21 @@ async def test_sigterm_drains_the_workers_then_stops_them(tmp_path: Path) -> Non
             assert old.code == ResponseCode.SUCCESS
         forwarded = await on_worker.request(requests.put_kv_config("NS", "k", "v"))
         assert forwarded.code == ResponseCode.SUCCESS
+        # The broker on the worker is told to go, as on the writer's port: its heartbeat
+        # still counts, and its connection's close takes it out of nothing (the warm restart
+        # keeps it, as a plain stop does).
+        beat = requests.broker_heartbeat(
+            cluster="C", broker_name="bw", broker_addr="10.0.0.1:10911", version=newer
+        )
+        assert (await on_worker.request(beat)).code == ResponseCode.GO_AWAY
+        await on_worker.close()
+
+        async def closed_on_worker() -> bool:  # reported after the close reached the writer
+            return (await served.status())["workers"][0]["connections"] == 0
+
+        await wait_for(closed_on_worker, "the worker's connection closed")
+        info = await on_writer.request(requests.get_broker_cluster_info())
+        assert b"10.0.0.1:10911" in info.body
         assert await served.stop(signal.SIGTERM) == 0  # a second signal ends the drain
         await wait_gone(worker["pid"])
     finally:

@@ -51,7 +51,7 @@ def _no_listener(events: list[Event]) -> None:
     raise RuntimeError("a replica changed its own tables: writes go to the writer")
 
 
-async def _no_file(path: Path, data: bytes) -> None:
+async def _no_file(path: Path, data: bytes | Callable[[], bytes]) -> None:
     raise OSError(f"a replica writes no file ({path}): writes go to the writer")
 
 

@@ -35,7 +35,7 @@ from pynamesrv.namesrv.replica import Replica, ReplicaGap
 from pynamesrv.namesrv.settings import setting
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats, RequestHistogram
 from pynamesrv.remoting.codec import encode
-from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
+from pynamesrv.remoting.codes import RequestCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.proxy_protocol import ProxyMode, ProxyPolicy, parse_networks
 from pynamesrv.remoting.server import Answer, Connection, RemotingServer
@@ -247,12 +247,10 @@ class Worker:
     def handle(self, request: RemotingCommand, conn: Connection) -> Answer:
         if request.is_response:
             return None
-        if self.going_away and request.version > Version.V5_3_1:
-            if request.is_oneway:
-                return None
-            self.stats.count_error_answer(request.code, ResponseCode.GO_AWAY)
-            return RemotingCommand.response_to(request, ResponseCode.GO_AWAY, "please go away")
-        if request.code not in READ_CODES:
+        if request.code not in READ_CODES or (self.going_away and request.version > Version.V5_3_1):
+            # Draining, a newer client's requests go to the writer too: it answers GO_AWAY
+            # and applies the drain's rules (a broker's heartbeat still counts, a connection
+            # sent away takes no broker with it when it closes).
             return cast(Answer, self._forward(request, conn))
         start = perf_counter()
         answer = self._reader.process(request, conn)
