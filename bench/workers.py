@@ -4,9 +4,11 @@
   (``route_query.py``'s production shape, its C load generator), against ``--workers 1``
   and ``--workers N``: requests/s and requests per server CPU-second, the CPU of every
   server process (writer and workers) read from /proc. ``pinned``: every server process
-  on CPU 0, the load on the others (the overhead of N processes sharing one core);
-  ``spread``: the server free to use every CPU, the load sharing them (what this machine can
-  show of scaling: on 2 cores the load generator takes one of them).
+  on CPU 0, the load on the others (the overhead of N processes sharing one core), with a
+  broker's heartbeats beside the queries, and again with ``bench/register.py``'s load (a
+  100,000-topic broker re-registering every second, a new data version every fifth);
+  ``spread``: the server free to use every CPU, the load sharing them, for N = 1 .. N (what
+  this machine can show of scaling: on 2 cores the load generator takes one of them).
 * Replication: a 100,000-topic first registration answered by the single process, against
   the same registration sent to a worker (forwarded to the writer, answered once the
   worker applied its batch: with N = 2 every worker); the apply lag (a batch's publication
@@ -33,6 +35,7 @@ from pathlib import Path
 import loadgen
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv import requests
+from pynamesrv.namesrv.model import DataVersion
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from route_query import WALK_REQUESTS, cpu_times, free_port, start_server
 
@@ -135,6 +138,24 @@ def heartbeats(port: int, stop: mp.Event) -> None:
         time.sleep(0.005)
 
 
+def registrations(port: int, stop: mp.Event) -> None:
+    """``bench/register.py``'s load beside the queries: a 100,000-topic broker registers,
+    then re-registers every second (the same bytes: a heartbeat), a new data version (every
+    topic decoded and compared again) every fifth time."""
+    client = broker(port, "reg-broker", 100_000, "Reg-", 8)
+    sock = socket.create_connection(("127.0.0.1", port))
+    frame = encode(client.registration_request())
+    rounds = 0
+    while not stop.is_set():
+        if rounds % 5 == 4:
+            client.data_version = DataVersion(client.data_version.timestamp, rounds)
+            frame = encode(client.registration_request())
+        round_trip(sock, frame)
+        rounds += 1
+        stop.wait(1.0)
+    sock.close()
+
+
 def query_load(
     port: int, server_pids: list[int], seconds: float, cpus: str, generator: Path | None
 ) -> dict:
@@ -171,33 +192,45 @@ def main() -> None:
     n = args.workers
     print(f"{ncpu} CPUs; 64 conns x 1 in flight walking 1,000 topics, {args.seconds:.0f} s a run")
     print(f"{'queries':<34} {'req/s':>9} {'req/CPU-s':>10} {'p99 ms':>8}")
-    for layout, server_cpu, cpus in (("pinned", "0", load_cpus), ("spread", None, every_cpu)):
+    layouts = (
+        ("pinned", "0", load_cpus, (1, n), False),
+        ("pinned + registrations", "0", load_cpus, (1, n), True),
+        ("spread", None, every_cpu, tuple(range(1, n + 1)), False),
+    )
+    for layout, server_cpu, cpus, counts, registering in layouts:
         rows = {}
-        for count in (1, n):
+        for count in counts:
             server, port, http = serve("workers", count, server_cpu)
             socks = [register(port, broker(port, "bench-broker", 1000))]
             stop = mp.Event()
-            beat = mp.Process(target=heartbeats, args=(port, stop))
-            beat.start()
+            beside = [mp.Process(target=heartbeats, args=(port, stop))]
+            if registering:
+                beside.append(mp.Process(target=registrations, args=(port, stop)))
+            for process in beside:
+                process.start()
             try:
                 rows[count] = query_load(port, pids(server, http), args.seconds, cpus, generator)
                 r = rows[count]
                 label = f"{layout}, --workers {count}"
                 print(f"{label:<34} {r['rps']:>9,.0f} {r['per_cpu_s']:>10,.0f} {r['p99']:>8.3f}")
                 if count > 1:
-                    print(f"{'':<34} apply lag p99 {lag_p99(http)}, heartbeats beside the queries")
+                    print(f"{'':<34} apply lag p99 {lag_p99(http)}")
             finally:
                 stop.set()
-                beat.join()
+                for process in beside:
+                    process.join()
                 for sock in socks:
                     sock.close()
                 server.terminate()
                 server.wait(30)
-        one, many = rows[1], rows[n]
-        print(
-            f"{layout + ' ratio':<34} req/s x{many['rps'] / one['rps']:.2f}, "
-            f"per CPU-s x{many['per_cpu_s'] / one['per_cpu_s']:.2f} (N={n} against 1)"
-        )
+        one = rows[1]
+        for count in counts[1:]:
+            many = rows[count]
+            print(
+                f"{layout + ' ratio':<34} req/s x{many['rps'] / one['rps']:.2f}, "
+                f"per CPU-s x{many['per_cpu_s'] / one['per_cpu_s']:.2f} "
+                f"(N={count} against 1; goal for scaling: x{0.8 * count:.1f} req/s)"
+            )
 
     # Replication: 100,000 topics, and RSS with 4 groups x 1,000 routes.
     big = broker(0, "big-broker", 100_000, "Big-")

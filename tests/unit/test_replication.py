@@ -341,3 +341,48 @@ def test_a_batch_out_of_order_is_refused_and_one_the_image_held_is_skipped() -> 
         with pytest.raises(ReplicaGap):
             replica.apply_batch(batches[1])
         controller._writer.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("text", ["0", "257", "two", "-1", ""])
+def test_server_workers_is_a_number_from_1_to_256_or_auto(text: str) -> None:
+    config = NamesrvConfig()
+    config.server_workers = text
+    assert any(p.startswith(f"serverWorkers={text} is not allowed") for p in config.problems())
+
+
+def test_server_workers_auto_is_the_cpus_this_process_may_use() -> None:
+    import os
+
+    from pynamesrv.namesrv.workers import worker_count
+
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count(" AUTO ") == len(os.sched_getaffinity(0))
+    assert worker_count("3") == 3
+    config = NamesrvConfig()
+    config.server_workers = "auto"
+    assert not config.problems()
+
+
+def test_without_so_reuseport_workers_refuse_the_start_with_one_listen_error(
+    tmp_path: Path,
+) -> None:
+    """Where the platform has no SO_REUSEPORT asyncio raises ValueError; the start stops with
+    the listenPort error ``serve`` prints as one line, naming what needs it."""
+    from pynamesrv.namesrv.controller import ListenError
+
+    config = NamesrvConfig()
+    config.kv_config_path = str(tmp_path / "kv.json")
+    config.config_store_path = str(tmp_path / "namesrv.properties")
+    config.journal_enable = False
+    controller = NamesrvController(config, notify_send=_no_send)
+    controller.shared_port = True
+
+    async def no_reuse_port(*args: Any, **kwargs: Any) -> tuple[str, int]:
+        assert kwargs["reuse_port"] is True
+        raise ValueError("reuse_port not supported by socket module")
+
+    controller.server.start = no_reuse_port  # type: ignore[method-assign]
+    with pytest.raises(ListenError) as refused:
+        asyncio.run(controller.bind())
+    assert "no so_reuseport here, which serverworkers > 1 needs" in str(refused.value)
+    controller._writer.shutdown(wait=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import socket
@@ -320,7 +319,7 @@ class NamesrvController:
                     self.host, self.config.listen_port, serving=False, reuse_port=self.shared_port
                 )
             except ValueError as exc:  # SO_REUSEPORT missing: serverWorkers cannot work here
-                cause = OSError(errno.ENOPROTOOPT, f"{exc} (serverWorkers needs SO_REUSEPORT)")
+                cause = OSError(f"no SO_REUSEPORT here, which serverWorkers > 1 needs ({exc})")
                 raise ListenError("listenPort", self.host, self.config.listen_port, cause) from exc
             except OSError as exc:
                 raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc

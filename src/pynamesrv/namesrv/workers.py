@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import signal
@@ -414,10 +413,3 @@ class WorkerPool:
                 }
             )
         return out
-
-
-def reuse_port_missing() -> OSError | None:
-    """Why SO_REUSEPORT cannot be used here (None: it can)."""
-    if not hasattr(socket, "SO_REUSEPORT"):
-        return OSError(errno.ENOPROTOOPT, "SO_REUSEPORT is not available on this system")
-    return None
