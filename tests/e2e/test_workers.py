@@ -101,6 +101,23 @@ async def test_a_worker_answers_every_read_as_the_writer_and_a_client_reads_its_
     update = requests.update_namesrv_config({"orderMessageEnable": "true"})
     assert (await on_worker.request(update)).code == 0
     assert await answers(on_worker) == await answers(on_writer)
+    # /healthz, /metrics and the status page show the worker.
+    health = (await served.http("/healthz")).decode()
+    [worker] = (await served.status())["workers"]
+    assert health.endswith(f"workers 1/1 serving: 1 pid {worker['pid']} {worker['behind']} behind")
+
+    async def reported() -> bool:  # a worker reports its figures every second
+        metrics = (await served.http("/metrics")).decode()
+        # both processes' connections in the total (probes closed before may linger a turn)
+        return (
+            'pynamesrv_worker_connections{worker="1"} 1.0' in metrics
+            and "pynamesrv_connections 2.0" in metrics
+        )
+
+    await wait_for(reported, "the worker's connection in /metrics")
+    metrics = (await served.http("/metrics")).decode()
+    assert 'pynamesrv_worker_ready{worker="1"} 1.0' in metrics
+    assert 'pynamesrv_worker_starts_total{worker="1"} 1.0' in metrics
     await on_worker.close()
     await on_writer.close()
 
