@@ -7,6 +7,7 @@ so that what it checks does not depend on where the kernel put it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -18,10 +19,11 @@ from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG
 from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, TopicConfig
 from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from served import journal
-from waiting import wait_for
+from waiting import GUARD_S, wait_for
 from workers_served import WorkersServed, kill_worker, wait_gone
 
 TOPICS = ("TopicA", "TopicB", "%RETRY%g")
@@ -294,3 +296,46 @@ async def test_route_queries_a_worker_answered_are_in_the_writers_journal(tmp_pa
         await on_worker.close()
     finally:
         served.kill()
+
+
+async def test_a_write_forwarded_by_a_worker_carries_the_proxied_clients_address(
+    tmp_path: Path,
+) -> None:
+    """The writer decides a forwarded write with the identity the worker saw: here the
+    client a PROXY header named, which the journal's admin-write lines record as caller."""
+    served = WorkersServed(tmp_path, extra_config="proxyProtocol=auto\n")
+    await served.start()
+    try:
+        for attempt in range(64):
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            source = f"203.0.113.7:{5000 + attempt}"
+            writer.write(f"PROXY TCP4 203.0.113.7 10.0.0.1 {5000 + attempt} 9876\r\n".encode())
+            before = await served.writer_requests()
+            assert (await exchange(reader, writer, requests.get_broker_cluster_info())).code == 0
+            if await served.writer_requests() == before:  # a worker answered
+                put = requests.put_kv_config("NS", "proxied", "v")
+                assert (await exchange(reader, writer, put)).code == 0
+                writer.close()
+                break
+            writer.close()
+        else:
+            raise AssertionError("no connection landed on the worker")
+
+        def journaled() -> list[dict[str, object]]:
+            return [r for r in journal(tmp_path / "journal") if r["type"] == "kv_changed"]
+
+        [line] = await wait_for(journaled, "the kv_changed line")
+        assert line["caller"] == source
+    finally:
+        served.kill()
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: RemotingCommand
+) -> RemotingCommand:
+    writer.write(encode(request))
+    decoder = FrameDecoder()
+    while True:
+        frames = decoder.feed(await asyncio.wait_for(reader.read(65536), GUARD_S))
+        if frames:
+            return frames[0]
