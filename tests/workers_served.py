@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,10 +98,12 @@ class WorkersServed:
         assert found is not None
         return float(found.group(1))
 
-    async def connect(self, on_worker: bool) -> RemotingClient:
+    async def connect(
+        self, on_worker: bool, ssl_context: ssl.SSLContext | None = None
+    ) -> RemotingClient:
         """A connection the writer (False) or a worker (True) accepted."""
         for _ in range(MAX_TRIES):
-            client = await RemotingClient.connect("127.0.0.1", self.port)
+            client = await RemotingClient.connect("127.0.0.1", self.port, ssl_context=ssl_context)
             before = await self.writer_requests()
             await client.request(requests.get_broker_cluster_info())
             on_writer = await self.writer_requests() != before

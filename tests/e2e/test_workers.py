@@ -22,7 +22,9 @@ from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
+from pynamesrv.remoting.tls import client_context
 from served import journal
+from tls_pki import TlsFiles
 from waiting import GUARD_S, wait_for
 from workers_served import WorkersServed, kill_worker, wait_gone
 
@@ -339,3 +341,25 @@ async def exchange(
         frames = decoder.feed(await asyncio.wait_for(reader.read(65536), GUARD_S))
         if frames:
             return frames[0]
+
+
+async def test_a_worker_serves_tls_as_the_writer(tmp_path: Path, tls_files: TlsFiles) -> None:
+    """tls.server.mode=enforcing: each process does its own handshakes with the same
+    certificate, and a worker's TLS connection reads its own write."""
+    served = WorkersServed(
+        tmp_path,
+        extra_config=f"tls.server.mode=enforcing\ntls.server.certPath={tls_files.server_cert}\n"
+        f"tls.server.keyPath={tls_files.server_key}\n",
+    )
+    await served.start()
+    context = client_context(ca_path=str(tls_files.ca))
+    try:
+        on_worker = await served.connect(on_worker=True, ssl_context=context)
+        on_writer = await served.connect(on_worker=False, ssl_context=context)
+        assert (await on_worker.request(registration("bw", "10.0.0.1:10911"))).code == 0
+        assert (await on_worker.request(requests.put_kv_config("NS", "k", "v"))).code == 0
+        assert await answers(on_worker) == await answers(on_writer)
+        await on_worker.close()
+        await on_writer.close()
+    finally:
+        served.kill()
