@@ -8,6 +8,7 @@ so that what it checks does not depend on where the kernel put it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ import pytest
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.kvconfig import ORDER_TOPIC_CONFIG
 from pynamesrv.namesrv.model import DataVersion, QueueData, RegisterBrokerBody, TopicConfig
-from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codec import FrameDecoder, encode
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
@@ -361,5 +362,27 @@ async def test_a_worker_serves_tls_as_the_writer(tmp_path: Path, tls_files: TlsF
         assert await answers(on_worker) == await answers(on_writer)
         await on_worker.close()
         await on_writer.close()
+    finally:
+        served.kill()
+
+
+async def test_a_brokers_connection_on_a_worker_is_shed_last(tmp_path: Path) -> None:
+    """maxConnections holds per process; past it a worker sheds its idlest connection, but
+    not one a live broker registered over (the writer says which, in each reply)."""
+    served = WorkersServed(tmp_path, extra_config="maxConnections=2\n")
+    await served.start()
+    try:
+        broker = await served.connect(on_worker=True)
+        assert (await broker.request(registration("bw", "10.0.0.1:10911"))).code == 0
+        others = []
+        for _ in range(24):  # about half land on the worker, each past its two slots
+            client = await RemotingClient.connect("127.0.0.1", served.port)
+            others.append(client)
+            with contextlib.suppress(RemotingError):
+                await client.request(requests.get_broker_cluster_info(), timeout=GUARD_S)
+        info = await broker.request(requests.get_broker_cluster_info())
+        assert b"10.0.0.1:10911" in info.body
+        for client in (broker, *others):
+            await client.close()
     finally:
         served.kill()

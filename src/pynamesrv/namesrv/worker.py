@@ -86,7 +86,10 @@ class Worker:
         self.link_closed = asyncio.Event()
         self._transport: asyncio.Transport | None = None
         self._decoder = link.LinkDecoder()
-        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        self._pending: dict[int, tuple[Connection, asyncio.Future[bytes]]] = {}
+        # Connections a live broker's latest registration came over (the writer says so in
+        # each reply): the remoting server sheds them last when it needs a slot.
+        self._protected: set[Connection] = set()
         self._ids = itertools.count(1)
         self._channel_ids: dict[Connection, int] = {}
         self._channels: dict[int, Connection] = {}
@@ -116,7 +119,7 @@ class Worker:
 
             def connection_lost(self, exc: Exception | None) -> None:
                 worker.link_closed.set()
-                for future in worker._pending.values():
+                for _, future in worker._pending.values():
                     if not future.done():
                         future.set_result(b"")
                 worker._pending.clear()
@@ -141,13 +144,18 @@ class Worker:
             self.lag.observe(max(time.monotonic_ns() - published_ns, 0) / 1e9)
         elif kind == link.REPLY:
             head, frame = link.split_framed(payload)
-            future = self._pending.pop(head["id"], None)
-            if future is not None and not future.done():
+            pending = self._pending.pop(head["id"], None)
+            if pending is not None and not pending[1].done():
+                conn, future = pending
+                if head.get("protected"):
+                    self._protected.add(conn)
+                else:
+                    self._protected.discard(conn)
                 future.set_result(frame)
         elif kind == link.CLOSE_CHANNEL:
-            conn = self._channels.get(link.split_framed(payload)[0]["channel"])
-            if conn is not None:
-                conn.close()
+            closing = self._channels.get(link.split_framed(payload)[0]["channel"])
+            if closing is not None:
+                closing.close()
         elif kind == link.GO_AWAY:
             self.going_away = True
             if self.server is not None:
@@ -225,6 +233,7 @@ class Worker:
         self.server = RemotingServer(
             self.handle,
             on_close=self._on_close,
+            protected=self._protected.__contains__,
             raw_answerer=self._fast_path,
             limits=limits,
             backlog=config.server_socket_backlog,
@@ -268,7 +277,7 @@ class Worker:
             self._channels[channel] = conn
         request_id = next(self._ids)
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
+        self._pending[request_id] = (conn, future)
         head = {
             "id": request_id,
             "channel": channel,
@@ -280,6 +289,7 @@ class Worker:
         return (await future) or None  # empty: no answer (oneway, or the link is gone)
 
     def _on_close(self, conn: Connection, reason: str) -> None:
+        self._protected.discard(conn)
         channel = self._channel_ids.pop(conn, None)
         if channel is not None:
             del self._channels[channel]

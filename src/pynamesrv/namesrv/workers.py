@@ -358,10 +358,12 @@ class WorkerPool:
         answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
         if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
             self._keep(
-                asyncio.ensure_future(self._reply_later(worker, head["id"], request, answer))
+                asyncio.ensure_future(
+                    self._reply_later(worker, head["id"], request, answer, channel)
+                )
             )
             return
-        self._reply(worker, head["id"], request, answer)
+        self._reply(worker, head["id"], request, answer, channel)
 
     async def _reply_later(
         self,
@@ -369,9 +371,10 @@ class WorkerPool:
         request_id: int,
         request: RemotingCommand,
         pending: Awaitable[RemotingCommand | bytes | None],
+        channel: RemoteChannel,
     ) -> None:
         answer = await pending
-        self._reply(worker, request_id, request, answer)
+        self._reply(worker, request_id, request, answer, channel)
 
     def _reply(
         self,
@@ -379,13 +382,19 @@ class WorkerPool:
         request_id: int,
         request: RemotingCommand,
         answer: RemotingCommand | bytes | None,
+        channel: RemoteChannel,
     ) -> None:
         self.publisher.settle()  # a config write that changed no value changed the listing
         if answer is None or request.is_oneway:
             frame = b""
         else:
             frame = answer if isinstance(answer, bytes) else encode(answer)
-        head = {"id": request_id, "position": self.publisher.position}
+        head = {
+            "id": request_id,
+            "position": self.publisher.position,
+            # a broker's latest registration came over it: the worker sheds it last
+            "protected": self.controller.routes.serves_brokers(channel),
+        }
         worker.reply(link.framed_message(link.REPLY, head, frame))
 
     # ------------------------------------------------------------------ observability
