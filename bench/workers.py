@@ -16,7 +16,7 @@
   bounds), with heartbeats flowing beside the query load; the RSS of a worker next to the
   writer's and a single process's, holding 4 groups x 1,000 routes.
 
-    .venv/bin/python bench/workers.py [--seconds 5] [--workers 2]
+    .venv/bin/python bench/workers.py [--seconds 5] [--workers 2] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import multiprocessing as mp
 import os
 import re
 import socket
+import statistics
 import subprocess
 import time
 import urllib.request
@@ -182,6 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row (the median)")
     args = parser.parse_args()
     generator = loadgen.build()
     if generator is None:
@@ -190,7 +192,10 @@ def main() -> None:
     load_cpus = ",".join(str(c) for c in range(1, ncpu)) or "0"
     every_cpu = ",".join(str(c) for c in range(ncpu))
     n = args.workers
-    print(f"{ncpu} CPUs; 64 conns x 1 in flight walking 1,000 topics, {args.seconds:.0f} s a run")
+    print(
+        f"{ncpu} CPUs; 64 conns x 1 in flight walking 1,000 topics, {args.seconds:.0f} s a run, "
+        f"the median of {args.repeat}"
+    )
     print(f"{'queries':<40} {'req/s':>9} {'req/CPU-s':>10} {'p99 ms':>8}")
     layouts = (
         ("pinned", "0", load_cpus, (1, n), False),
@@ -209,7 +214,11 @@ def main() -> None:
             for process in beside:
                 process.start()
             try:
-                rows[count] = query_load(port, pids(server, http), args.seconds, cpus, generator)
+                runs = [
+                    query_load(port, pids(server, http), args.seconds, cpus, generator)
+                    for _ in range(args.repeat)
+                ]
+                rows[count] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
                 r = rows[count]
                 label = f"{layout}, --workers {count}"
                 print(f"{label:<40} {r['rps']:>9,.0f} {r['per_cpu_s']:>10,.0f} {r['p99']:>8.3f}")
