@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import ListenError, NamesrvController
 from pynamesrv.namesrv.fastpath import compiled_loops, describe_compiled_loops
+from pynamesrv.namesrv.workers import WorkerPool, worker_count
 from pynamesrv.remoting.listen import bind_listeners
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ class NameServer:
     def __init__(self, registry: ConfigRegistry) -> None:
         self.controller = NamesrvController(registry=registry)
         self.http: HttpServer | None = None
+        count = worker_count(registry.config.server_workers)
+        if count > 1:  # serve --workers: this process is the writer (namesrv.workers)
+            self.controller.workers = WorkerPool(self.controller, count)
+            self.controller.shared_port = True
 
     async def start(self) -> None:
         controller = self.controller
@@ -53,6 +58,8 @@ class NameServer:
                 raise ListenError("httpPort", controller.host, port, exc) from exc
         try:
             await controller.serve()
+            if controller.workers is not None:
+                await controller.workers.start()
             # Warned when a C loop is missing: the README's figures then do not hold.
             level = logging.WARNING if any(compiled_loops().values()) else logging.INFO
             log.log(level, "%s", describe_compiled_loops())
@@ -74,4 +81,6 @@ class NameServer:
         if self.http is not None:
             await self.http.stop()
             self.http = None
+        if self.controller.workers is not None:
+            await self.controller.workers.stop()
         await self.controller.stop()

@@ -115,6 +115,14 @@ async def _run(server: NameServer) -> None:
     help="text, or json: one object per line with ts, level, logger, message (logFormat).",
 )
 @click.option(
+    "--workers",
+    "workers",
+    default=None,
+    metavar="N|auto",
+    help="Processes accepting on the remoting port: one writer and N-1 workers that answer "
+    "reads from replicas (serverWorkers, 1; auto: one per CPU).",
+)
+@click.option(
     "--pid-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -134,6 +142,7 @@ def serve(
     log_backups: int | None,
     log_format: str | None,
     pid_file: Path | None,
+    workers: str | None,
 ) -> None:
     """Run the name server."""
     flags = {
@@ -148,6 +157,7 @@ def serve(
         "logBackups": log_backups,
         "logFormat": log_format,
         "pidFile": pid_file.absolute() if pid_file is not None else None,
+        "serverWorkers": workers,
     }
     overrides = {key: _text(value) for key, value in flags.items() if value is not None}
     try:

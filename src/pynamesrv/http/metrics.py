@@ -16,8 +16,9 @@ time-series database. There is no ``pynamesrv_up``: Prometheus sets ``up`` for e
 from __future__ import annotations
 
 import platform
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -38,7 +39,7 @@ from pynamesrv.namesrv.events import RemovalReason
 from pynamesrv.namesrv.fastpath import compiled_loops
 from pynamesrv.namesrv.journal import DROP_CAUSES
 from pynamesrv.namesrv.notifier import DROP_CAUSES as NOTIFY_DROP_CAUSES
-from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, RequestHistogram
+from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats, RequestHistogram
 from pynamesrv.namesrv.stats import OTHER_CODE as STATS_OTHER_CODE
 from pynamesrv.remoting.codes import RequestCode, ResponseCode
 from pynamesrv.remoting.server import (
@@ -144,6 +145,7 @@ class NamesrvCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         view = self.view
         stats = view.stats
+        reports = view.worker_reports()  # serve --workers: the totals include theirs
 
         requests = CounterMetricFamily(
             "pynamesrv_requests",
@@ -155,7 +157,9 @@ class NamesrvCollector(Collector):
             "Time spent handling a remoting request on the event loop, by request code.",
             labels=["request_code", "name"],
         )
-        for code, name, cumulative, sum_s in _request_series(stats.requests):
+        for code, name, cumulative, sum_s in _with_workers(
+            _request_series(stats.requests), reports
+        ):
             requests.add_metric([code, name], cumulative[-1])
             durations.add_metric(
                 [code, name], buckets=list(zip(_LE, cumulative, strict=True)), sum_value=sum_s
@@ -168,7 +172,11 @@ class NamesrvCollector(Collector):
             "Answers whose code is not SUCCESS, by response code (and the request's code).",
             labels=["code", "name", "request_code", "request_name"],
         )
-        for (request_code, response_code), count in sorted(stats.error_answers.items()):
+        error_answers = Counter(stats.error_answers)
+        for _, reported in reports:
+            for request_code, response_code, count in reported.get("errors", ()):
+                error_answers[(request_code, response_code)] += count
+        for (request_code, response_code), count in sorted(error_answers.items()):
             code_label, code_name = _code_label(response_code, ResponseCode)
             request_label, request_name = _code_label(request_code, RequestCode)
             errors.add_metric([code_label, code_name, request_label, request_name], count)
@@ -179,8 +187,10 @@ class NamesrvCollector(Collector):
             "GET_ROUTEINFO_BY_TOPIC answers: hit (a route) or miss (TOPIC_NOT_EXIST).",
             labels=["result"],
         )
-        queries.add_metric(["hit"], stats.route_query_hits)
-        queries.add_metric(["miss"], stats.route_query_misses)
+        hits = stats.route_query_hits + sum(r.get("route_query_hits", 0) for _, r in reports)
+        misses = stats.route_query_misses + sum(r.get("route_query_misses", 0) for _, r in reports)
+        queries.add_metric(["hit"], hits)
+        queries.add_metric(["miss"], misses)
         yield queries
 
         live = GaugeMetricFamily(
@@ -234,15 +244,17 @@ class NamesrvCollector(Collector):
 
         yield GaugeMetricFamily(
             "pynamesrv_connections",
-            "Open remoting connections (brokers, clients, admin tools).",
-            value=view.connections(),
+            "Open remoting connections (brokers, clients, admin tools), all processes.",
+            value=view.connections() + sum(r.get("connections", 0) for _, r in reports),
         )
         refused = CounterMetricFamily(
             "pynamesrv_connections_refused",
             "Connections the server closed because of a limit or a malformed frame, by reason.",
             labels=["reason"],
         )
-        refusals = view.refusals()
+        refusals = Counter(view.refusals())
+        for _, reported in reports:
+            refusals.update(reported.get("refused", {}))
         for reason in sorted(set(REFUSAL_REASONS) | set(refusals)):
             refused.add_metric([reason], refusals.get(reason, 0))
         yield refused
@@ -322,6 +334,8 @@ class NamesrvCollector(Collector):
                 value=writing.write_errors,
             )
         yield from _notification_metrics(view.notifications())
+        if reports:
+            yield from _worker_families(view, stats, reports)
         yield GaugeMetricFamily(
             "pynamesrv_ready",
             "1 when the name server answers remoting requests.",
@@ -343,6 +357,88 @@ class NamesrvCollector(Collector):
         for loop, missing in compiled_loops().items():
             loops.add_metric([loop], 0 if missing else 1)
         yield loops
+
+
+def _with_workers(
+    series: list[tuple[str, str, list[int], float]], reports: list[tuple[int, dict[str, Any]]]
+) -> list[tuple[str, str, list[int], float]]:
+    """The writer's request series with every worker's added (same codes, same buckets)."""
+    if not reports:
+        return series
+    merged = {code: (name, list(cumulative), sum_s) for code, name, cumulative, sum_s in series}
+    for _, reported in reports:
+        for code_text, (_count, sum_s, cumulative) in reported.get("requests", {}).items():
+            code, name = _code_label(int(code_text), RequestCode)
+            before = merged.get(code)
+            if before is None:
+                merged[code] = (name, list(cumulative), sum_s)
+            else:
+                totals = [a + b for a, b in zip(before[1], cumulative, strict=True)]
+                merged[code] = (name, totals, before[2] + sum_s)
+    return [
+        (code, name, cumulative, sum_s)
+        for code, (name, cumulative, sum_s) in sorted(merged.items(), key=lambda i: int(i[0]))
+    ]
+
+
+def _worker_families(
+    view: NamesrvView, stats: NamesrvStats, reports: list[tuple[int, dict[str, Any]]]
+) -> Iterator[Metric]:
+    """serve --workers: per process (worker 0 is the writer) what differs between them."""
+    status = {w["worker"]: w for w in view.workers()}
+    requests = CounterMetricFamily(
+        "pynamesrv_worker_requests",
+        "Remoting requests each process handled: a worker's reads from its replica; worker "
+        "0, the writer, its own port's requests and every write the workers forwarded.",
+        labels=["worker"],
+    )
+    requests.add_metric(["0"], sum(h.count for h in stats.requests.values()))
+    connections = GaugeMetricFamily(
+        "pynamesrv_worker_connections",
+        "Open remoting connections of each process (worker 0: the writer).",
+        labels=["worker"],
+    )
+    connections.add_metric(["0"], view.connections())
+    ready = GaugeMetricFamily(
+        "pynamesrv_worker_ready", "1 when the worker has caught up and accepts.", labels=["worker"]
+    )
+    behind = GaugeMetricFamily(
+        "pynamesrv_worker_behind_batches",
+        "Batches of the writer's stream the worker had not applied at its last report (each "
+        "second).",
+        labels=["worker"],
+    )
+    lag = HistogramMetricFamily(
+        "pynamesrv_worker_apply_lag_seconds",
+        "From a batch's publication on the writer to its apply on the worker.",
+        labels=["worker"],
+    )
+    rss = GaugeMetricFamily(
+        "pynamesrv_worker_rss_bytes", "Resident memory of each worker.", labels=["worker"]
+    )
+    starts = CounterMetricFamily(
+        "pynamesrv_worker_starts",
+        "Times each worker was started (more than 1: it died and was started again).",
+        labels=["worker"],
+    )
+    rebuilds = CounterMetricFamily(
+        "pynamesrv_worker_rebuilds",
+        "Times a worker fell too far behind and was rebuilt from an image.",
+        labels=["worker"],
+    )
+    for index, reported in reports:
+        label = [str(index)]
+        shown = status.get(index, {})
+        requests.add_metric(label, sum(c for c, _, _ in reported.get("requests", {}).values()))
+        connections.add_metric(label, reported.get("connections", 0))
+        ready.add_metric(label, 1 if shown.get("ready") else 0)
+        behind.add_metric(label, shown.get("behind", 0))
+        _count, sum_s, cumulative = reported.get("lag", (0, 0.0, [0] * len(_LE)))
+        lag.add_metric(label, buckets=list(zip(_LE, cumulative, strict=True)), sum_value=sum_s)
+        rss.add_metric(label, reported.get("rss", 0))
+        starts.add_metric(label, shown.get("starts", 0))
+        rebuilds.add_metric(label, shown.get("rebuilds", 0))
+    yield from (requests, connections, ready, behind, lag, rss, starts, rebuilds)
 
 
 def _http_families(guard: HttpGuard) -> Iterator[Metric]:

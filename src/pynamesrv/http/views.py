@@ -58,7 +58,25 @@ def health(view: NamesrvView) -> tuple[int, str]:
     else:
         text = "ok"
     damage = view.journal_damage()
-    return 200, text if damage is None else f"{text} (journal damage skipped at start: {damage})"
+    if damage is not None:
+        text = f"{text} (journal damage skipped at start: {damage})"
+    workers = view.workers()
+    if workers:
+        text = f"{text}; {workers_text(workers)}"
+    return 200, text
+
+
+def workers_text(workers: list[dict[str, Any]]) -> str:
+    """``workers 2/2 serving: 1 pid 812 0 behind, 2 pid 813 3 behind`` (batches of the
+    writer's stream a worker had not applied at its last report, a second at most ago)."""
+    serving = sum(1 for w in workers if w["ready"])
+    each = ", ".join(
+        f"{w['worker']} pid {w['pid']} {w['behind']} behind"
+        if w["ready"]
+        else f"{w['worker']} pid {w['pid']} starting"
+        for w in workers
+    )
+    return f"workers {serving}/{len(workers)} serving: {each}"
 
 
 def status_view(
@@ -80,6 +98,7 @@ def status_view(
         "kvEntries": view.kv_entries(),
         "routeQueries": {"hit": stats.route_query_hits, "miss": stats.route_query_misses},
         "journalLagS": view.journal_lag_s(),
+        "workers": view.workers(),  # serve --workers: pid, ready, behind, connections, RSS
         # "open" (anyone may write, Java's default) or "authenticated" (aclFile is set)
         "access": view.access_status(),
     }

@@ -85,6 +85,9 @@ def _default_home() -> str:
     return os.environ.get("ROCKETMQ_HOME") or str(_HOME / "namesrv")
 
 
+MAX_WORKERS: Final = 256  # serverWorkers
+
+
 @dataclass(slots=True)
 class NamesrvConfig:
     """Every setting of the name server, with Java's defaults (meanings: ``settings``)."""
@@ -159,6 +162,8 @@ class NamesrvConfig:
     proxy_protocol: str = "auto"
     proxy_protocol_trusted_addresses: str = ""
     route_query_fast_path: bool = True
+    server_workers: str = "1"  # a number, or auto (namesrv.workers.worker_count)
+    server_worker_max_backlog_bytes: int = 64 * 1024 * 1024
     # pynamesrv's own: observability
     http_port: int = 9880
     http_max_connections: int = 256
@@ -230,6 +235,12 @@ class NamesrvConfig:
         for key in ("rocketmqHome", "kvConfigPath", "configStorePath"):
             if not self.get(key):
                 out.append(f"{key}= is not allowed: a file or directory path")
+        workers = self.server_workers.strip().lower()
+        if workers != "auto" and not (workers.isdigit() and 1 <= int(workers) <= MAX_WORKERS):
+            out.append(
+                f"serverWorkers={self.server_workers} is not allowed: a number from 1 to "
+                f"{MAX_WORKERS}, or auto"
+            )
         if self.enable_controller_in_namesrv:
             out.append(
                 "enableControllerInNamesrv=true is not supported: pynamesrv has no embedded "

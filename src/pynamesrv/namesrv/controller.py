@@ -45,6 +45,7 @@ from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
+from pynamesrv.namesrv.workers import RemoteChannel, WorkerPool
 from pynamesrv.remoting.codes import RequestCode, ResponseCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.fdbudget import open_file_limit, remoting_cap
@@ -264,6 +265,10 @@ class NamesrvController:
         ]
         self._listeners.append(self.heap.on_events)
         self.view = NamesrvView(self)
+        # serve --workers: the worker pool (namesrv.workers), set by the composition root;
+        # the remoting port is then bound with SO_REUSEPORT, shared with the workers.
+        self.workers: WorkerPool | None = None
+        self.shared_port = False
 
     def add_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Be told of every state change (the journal and the tests listen here)."""
@@ -311,8 +316,11 @@ class NamesrvController:
                 await self._recover()
             try:
                 self.bound_host, self.port = await self.server.start(
-                    self.host, self.config.listen_port, serving=False
+                    self.host, self.config.listen_port, serving=False, reuse_port=self.shared_port
                 )
+            except ValueError as exc:  # SO_REUSEPORT missing: serverWorkers cannot work here
+                cause = OSError(f"no SO_REUSEPORT here, which serverWorkers > 1 needs ({exc})")
+                raise ListenError("listenPort", self.host, self.config.listen_port, cause) from exc
             except OSError as exc:
                 raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
         except BaseException:
@@ -628,6 +636,10 @@ class NamesrvController:
             self.stats.count_error_answer(request.code, answer.code)
         return answer
 
+    def on_connection_closed(self, conn: object, reason: str) -> None:
+        """A connection closed, here or on a worker (``workers.RemoteChannel``)."""
+        self._on_connection_closed(conn, reason)  # type: ignore[arg-type]
+
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
         if conn in self._sent_away:
             # We told it to go: its brokers stay until the stop's snapshot (the warm restart
@@ -664,7 +676,7 @@ class NamesrvController:
         events, channels = self.routes.expire(self.clock_ms() if at_ms is None else at_ms)
         self.on_events(events)
         for channel in channels:
-            if isinstance(channel, Connection):
+            if isinstance(channel, (Connection, RemoteChannel)):
                 channel.close()
 
     def print_kv(self) -> None:
@@ -722,6 +734,8 @@ class NamesrvController:
         Older clients, which do not know the code, are served as before. The route fast
         path answers unread requests, so it stops: every request is decoded and checked."""
         self.going_away = True
+        if self.workers is not None:
+            self.workers.go_away()
         self.server.raw_answerer = None
         self.server.handler = self._handle_going_away
 

@@ -427,6 +427,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "The load balancers whose PROXY headers are believed (a header from any other "
          "address closes the connection); empty: every address, as Java does, unless aclFile "
          "is set (then none)."),
+    _key("serverWorkers", T, RESTART, False, "pynamesrv",
+         "Processes that accept on the remoting port: this one, which decides every change, "
+         "and serverWorkers-1 workers that answer reads from replicas of its event stream "
+         "and forward writes to it (SO_REUSEPORT; docs/operations.md, Workers). A number "
+         "from 1 to 256, or auto: one per CPU this process may run on."),
+    _key("serverWorkerMaxBacklogBytes", N, RESTART, False, "pynamesrv",
+         "Bytes of the writer's stream a worker may leave unread; past it the worker gets "
+         "no more batches, and is rebuilt from an image once it has read them (a stuck or "
+         "slow worker never holds the writer or its memory beyond this).",
+         minimum=MIB, maximum=64 * 1024 * MIB),
     _key("routeQueryFastPath", B, RESTART, False, "pynamesrv",
          "Answer plain route queries from their raw header bytes (false: decode every "
          "request; a switch for comparison and for trouble)."),

@@ -108,6 +108,7 @@ class NamesrvStats:
         self.route_misses_by_topic: Counter[str] = Counter()
         self.route_misses_other = 0
         self.route_misses_too_long = 0
+        self.route_hits_other = 0  # a worker's hits its own window left unlisted
         self._missed_bytes = 0  # JSON size of route_misses_by_topic
         self.registrations = 0  # registrations that changed something (incl. first ones)
         self.heartbeats = 0  # registrations and data-version queries that changed nothing
@@ -141,6 +142,28 @@ class NamesrvStats:
                 return
         self.route_misses_other += 1
 
+    def add_topic_counts(self, taken: RouteQueryCounts) -> None:
+        """A worker's counts (serve --workers), into this window: the journal's
+        ``route_queries`` line covers every process. Misses stay bounded as ``count_miss``
+        bounds them; hits are bounded when the window is taken."""
+        if not self.count_topics:
+            return
+        self.route_hits_by_topic.update(taken.counts)
+        self.route_hits_other += taken.counts_other
+        self.route_misses_other += taken.misses_other
+        self.route_misses_too_long += taken.misses_too_long
+        misses = self.route_misses_by_topic
+        for topic, n in taken.misses.items():
+            if topic in misses:
+                misses[topic] += n
+                continue
+            size = entry_bytes(topic)
+            if len(misses) < MAX_MISSED_TOPICS and self._missed_bytes + size <= MAX_MISSED_BYTES:
+                misses[topic] = n
+                self._missed_bytes += size
+            else:
+                self.route_misses_other += n
+
     def take_topic_counts(self, hits: Counter[str] | None = None) -> RouteQueryCounts:
         """The per-topic counts since the last call, reset, bounded for one journal line;
         ``hits`` are answers counted elsewhere (the fast path's), added to this path's."""
@@ -148,6 +171,7 @@ class NamesrvStats:
         if hits:
             counted.update(hits)
         counts, counts_other = bounded_counts(counted)
+        counts_other += self.route_hits_other
         taken = RouteQueryCounts(
             counts,
             dict(self.route_misses_by_topic),
@@ -157,6 +181,7 @@ class NamesrvStats:
         )
         self.route_hits_by_topic, self.route_misses_by_topic = Counter(), Counter()
         self.route_misses_other = self.route_misses_too_long = self._missed_bytes = 0
+        self.route_hits_other = 0
         return taken
 
     def observe_request(self, code: int, seconds: float) -> None:

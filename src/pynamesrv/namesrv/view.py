@@ -151,6 +151,22 @@ class NamesrvView:
     def connections(self) -> int:
         return len(self._ctrl.server.connections)
 
+    def workers(self) -> list[dict[str, Any]]:
+        """serve --workers: each worker's pid, state and how far behind the writer it is
+        (``workers.WorkerPool.status``); empty with one process."""
+        pool = self._ctrl.workers
+        return [] if pool is None else pool.status()
+
+    def worker_reports(self) -> list[tuple[int, dict[str, Any]]]:
+        """(worker, what it last reported: ``worker.Worker.figures``), for /metrics."""
+        pool = self._ctrl.workers
+        return [] if pool is None else [(w.index, w.figures.reported) for w in pool.links]
+
+    def stream_position(self) -> int:
+        """Batches the writer has published to its workers (0 with one process)."""
+        pool = self._ctrl.workers
+        return 0 if pool is None else pool.publisher.position
+
     def refusals(self) -> Mapping[str, int]:
         """Connections closed by a limit or a malformed frame, by reason."""
         return self._ctrl.server.refused

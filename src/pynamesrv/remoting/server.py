@@ -86,7 +86,7 @@ from pynamesrv.remoting.tls import HANDSHAKE_RECORD, TlsContextHolder, TlsError,
 
 log = logging.getLogger(__name__)
 
-Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | None
+Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | Awaitable[bytes] | None
 Handler = Callable[[RemotingCommand, "Connection"], Answer]
 CloseListener = Callable[["Connection", str], None]
 
@@ -384,7 +384,9 @@ class Connection(asyncio.Protocol):
             self._wrote(size)
         return index, error
 
-    def _await(self, answer: Awaitable[RemotingCommand | None], oneway: bool, size: int) -> None:
+    def _await(
+        self, answer: Awaitable[RemotingCommand | bytes | None], oneway: bool, size: int
+    ) -> None:
         """Await ``answer``; the request (``size`` bytes, which its handler may still hold)
         counts in the server's buffered total until it is answered."""
         self._waiting = asyncio.ensure_future(self._answer_later(answer, oneway))
@@ -393,7 +395,9 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         self._account()
 
-    async def _answer_later(self, answer: Awaitable[RemotingCommand | None], oneway: bool) -> None:
+    async def _answer_later(
+        self, answer: Awaitable[RemotingCommand | bytes | None], oneway: bool
+    ) -> None:
         try:
             command = await answer
         except Exception as exc:  # handlers answer their own errors; this is a bug
@@ -410,7 +414,8 @@ class Connection(asyncio.Protocol):
             return
         if command is not None and not oneway:
             try:
-                frame = encode(command)
+                # bytes: an answer encoded elsewhere (a worker relays the writer's frame)
+                frame = command if isinstance(command, bytes) else encode(command)
             except Exception as exc:
                 log.error(
                     "encoding an answer to %s failed: %s: %s",
@@ -979,10 +984,13 @@ class RemotingServer:
         is registered on it), or None; without a scan per call (``slots``)."""
         return self._idle.idlest(self.connections, self.protected)
 
-    async def start(self, host: str, port: int, *, serving: bool = True) -> tuple[str, int]:
+    async def start(
+        self, host: str, port: int, *, serving: bool = True, reuse_port: bool = False
+    ) -> tuple[str, int]:
         """Bind (the address it bound is returned) and, unless ``serving`` is false, accept:
         a caller that must finish its own start once the port is known (the journal, named
-        after the port) binds first and calls ``serve`` after."""
+        after the port) binds first and calls ``serve`` after. ``reuse_port``: SO_REUSEPORT,
+        so that worker processes accept on the same port (ValueError where it is missing)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Connection(self),
@@ -990,6 +998,7 @@ class RemotingServer:
             port,
             backlog=self.backlog,
             reuse_address=True,
+            reuse_port=reuse_port or None,
             start_serving=serving,
         )
         self._unwatch = [

@@ -1,0 +1,197 @@
+"""A worker's copy of the writer's state, kept by applying the writer's stream
+(``replication``): the same ``RouteChanges.apply`` the live registry and a warm restart use,
+the same KV table and config, so that at the same position it answers every read request
+byte for byte as the writer does. It decides nothing: it never expires a broker, never
+plans a write; every write goes to the writer (``namesrv.workers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from pynamesrv.namesrv.acl import AccessControl
+from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
+from pynamesrv.namesrv.events import (
+    BrokerRegistered,
+    Event,
+    QueueConfigs,
+    RecordError,
+    data_version_of,
+)
+from pynamesrv.namesrv.kvconfig import KvChange, KvConfigManager
+from pynamesrv.namesrv.model import BrokerData, BrokerLiveInfo, TopicQueueMappingInfo
+from pynamesrv.namesrv.processor import DefaultRequestProcessor
+from pynamesrv.namesrv.replication import CONFIG, EVENT, KV
+from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.routes.changes import Link
+from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
+from pynamesrv.namesrv.settings import setting
+from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.remoting.codes import Version
+
+
+class _Replicated:
+    """The connection of every broker in a replica: the writer's, elsewhere. No close of
+    a worker's connection removes a broker here; only the writer's events do."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the writer's connection>"
+
+
+REPLICATED: Final = _Replicated()
+
+
+def _no_listener(events: list[Event]) -> None:
+    raise RuntimeError("a replica changed its own tables: writes go to the writer")
+
+
+async def _no_file(path: Path, data: bytes | Callable[[], bytes]) -> None:
+    raise OSError(f"a replica writes no file ({path}): writes go to the writer")
+
+
+class ReplicaGap(RuntimeError):
+    """A batch is not the next one: the replica must be rebuilt from an image."""
+
+
+class Replica:
+    """Tables, KV and config that follow the writer's stream."""
+
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
+        self.registry = ConfigRegistry(config or NamesrvConfig())
+        self.config = self.registry.config
+        self.routes = RouteInfoManager(
+            java5=self.config.rocketmq_remoting_version >= Version.V5_0_0,
+            support_acting_master=self.config.support_acting_master,
+        )
+        self.kv = KvConfigManager()
+        self.position = 0
+        self.started_ms = 0
+        # Told the keys whose value a ``cfg`` item changed (the worker hands live settings on).
+        self.on_config: Callable[[list[str]], None] = lambda keys: None
+
+    # ------------------------------------------------------------------ the stream
+
+    def apply_batch(self, data: bytes) -> int:
+        """Apply one encoded batch; returns its position. A batch the image already held is
+        skipped; one past the next raises ``ReplicaGap``."""
+        position, items = orjson.loads(data)
+        if position <= self.position:
+            return self.position
+        if position != self.position + 1:
+            raise ReplicaGap(f"batch {position} after {self.position}")
+        for item in items:
+            self._apply_item(item)
+        self.position = position
+        return position
+
+    def _apply_item(self, item: list[Any]) -> None:
+        kind = item[0]
+        if kind == EVENT:
+            _, ts, record, servers = item
+            event_type = REPLAYED_EVENTS.get(record.get("type"))
+            if event_type is None:
+                raise RecordError(f"not a route event: {record.get('type')!r}")
+            event: Event
+            if event_type is BrokerRegistered:  # ``replication.registered_record``
+                configs = record.pop("topic_configs")
+                del record["type"]
+                event = BrokerRegistered(
+                    **record, topic_configs=QueueConfigs(configs["rows"], configs["mask"])
+                )
+            else:
+                event = event_type.from_record(record)
+            if servers is not None:  # a registration: its filter servers as the writer has them
+                self.routes.apply(event, ts, Link(REPLICATED, filter_servers=servers))
+            else:
+                self.routes.apply(event, ts)
+        elif kind == KV:
+            _, namespace, entries = item
+            table = dict(self.kv.table)
+            if entries is None:
+                table.pop(namespace, None)
+            else:
+                table[namespace] = entries
+            self.kv.apply(KvChange(table, b"", []))
+        elif kind == CONFIG:
+            _, values, file_properties = item
+            self._set_config(values, file_properties)
+            self.registry.data_version += 1
+
+    def _set_config(self, values: dict[str, Any], file_properties: dict[str, str]) -> None:
+        changed = []
+        for key, value in values.items():
+            attr = setting(key).attr
+            if getattr(self.config, attr) != value:
+                setattr(self.config, attr, value)
+                changed.append(key)
+        self.registry.file_properties = dict(file_properties)
+        self.routes.set_support_acting_master(self.config.support_acting_master)
+        if changed:
+            self.on_config(changed)
+
+    def reader(
+        self, stats: NamesrvStats, access: AccessControl | None = None
+    ) -> DefaultRequestProcessor:
+        """The request processor a worker answers reads with: the writer's, over these
+        tables. It is never handed a write (the worker forwards those): were it, the change
+        would have no listener and no file."""
+        processor = DefaultRequestProcessor(
+            self.routes,
+            self.kv,
+            self.registry,
+            on_events=_no_listener,
+            write_file=_no_file,
+            stats=stats,
+            access=access,
+        )
+        processor.started_ms = self.started_ms
+        return processor
+
+    # ------------------------------------------------------------------ the image
+
+    def install(self, data: bytes) -> None:
+        """Replace everything with the writer's image (start, or a rebuild after a gap)."""
+        image = orjson.loads(data)
+        self._set_config(image["config"], image["file_properties"])
+        self.registry.data_version = image["config_version"]
+        self.kv.apply(KvChange(image["kv"], b"", []))
+        self._install_routes(image["routes"])
+        self.position = image["position"]
+        self.started_ms = image["started_ms"]
+
+    def _install_routes(self, image: dict[str, Any]) -> None:
+        """The tables as the image lists them, in its order (as ``replay.restore_snapshot``
+        fills a snapshot's topics in bulk: a replica's start is a snapshot's load)."""
+        routes = self.routes
+        routes.reset()
+        routes.set_support_acting_master(image["support_acting_master"])
+        for name, cluster, zone, acting, addrs in image["groups"]:
+            routes.broker_addr_table[name] = BrokerData(
+                cluster, name, {int(i): a for i, a in addrs}, acting, zone
+            )
+        for cluster, members in image["clusters"]:
+            routes.cluster_addr_table[cluster] = dict.fromkeys(members)
+        for cluster, addr, name, broker_id, last, timeout, ha, version in image["live"]:
+            key = (cluster, addr)
+            routes.broker_live_table[key] = BrokerLiveInfo(
+                last, timeout, data_version_of(version), REPLICATED, ha, name, broker_id
+            )
+            routes._live_by_channel.setdefault(REPLICATED, set()).add(key)
+        for cluster, addr, servers in image["filters"]:
+            routes.filter_server_table[(cluster, addr)] = servers
+        table = routes.topic_queue_table
+        make = routes.queue_data
+        for topic, queues in image["topics"].items():
+            table[topic] = {q[0]: make(*q) for q in queues}
+        for name, topics in image["by_broker"].items():
+            routes._topics_by_broker[name] = set(topics)
+        for topic, per_group in image["mappings"].items():
+            for _name, record in per_group:
+                routes._store_mappings({topic: TopicQueueMappingInfo.from_json(record)})
+        routes.answers.forget_all()

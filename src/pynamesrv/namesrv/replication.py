@@ -1,0 +1,197 @@
+"""The writer's side of replication: every change as an ordered stream of batches, and the
+image a replica starts from (``serve --workers``, docs/operations.md "Workers").
+
+One process decides (the writer: registry, journal, KV and config files); worker processes
+answer reads from replicas (``replica.Replica``) that apply the same events in the same
+order through the same ``RouteChanges.apply``. Sans-IO: a batch and an image are bytes; who
+carries them (``namesrv.workers``) is not this module's business.
+
+What the stream carries beyond the journal's events, because answers read it:
+- a registration's filter servers (they travel in ``Link``, not in the event): the writer's
+  entry for the broker after the batch;
+- a KV change's namespace, whole (``KvChanged`` names the key, not the value);
+- the config, whole, whenever its data version moved (an update that sets a value equal to
+  the old one changes what GET_NAMESRV_CONFIG lists, and has no event).
+
+A batch is ``[position, items]``, one per ``on_events`` call (or config change), position
+counting from the image's; an item is ``["e", ts, record, filter_servers]``, ``["kv",
+namespace, entries]`` or ``["cfg", values, file_properties]``. The image is the tables in
+their exact order (the journal's snapshot is not: it lists groups, not the order clusters
+joined in, and no filter servers), so a replica answers byte for byte as the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from pynamesrv.namesrv.config import ConfigRegistry
+from pynamesrv.namesrv.events import (
+    BrokerRegistered,
+    Event,
+    KvChanged,
+    QueueConfigs,
+    queue_configs,
+)
+from pynamesrv.namesrv.kvconfig import KvConfigManager
+from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.routes.changes import NO_TIME, ROUTE_EVENTS
+from pynamesrv.namesrv.settings import SETTINGS
+
+EVENT: Final = "e"
+KV: Final = "kv"
+CONFIG: Final = "cfg"
+
+_ROUTE_EVENTS: Final = frozenset(ROUTE_EVENTS)
+
+Sink = Callable[[int, bytes], None]
+
+
+def config_values(registry: ConfigRegistry) -> dict[str, Any]:
+    """Every setting's value (unmasked: a replica is the same server), by key."""
+    config = registry.config
+    return {entry.key: config.get(entry.key) for entry in SETTINGS}
+
+
+def routes_image(routes: RouteInfoManager) -> dict[str, Any]:
+    """The route tables as plain data, every table in its order (see the module doc)."""
+    groups = [
+        [
+            b.broker_name,
+            b.cluster,
+            b.zone_name,
+            b.enable_acting_master,
+            list(b.broker_addrs.items()),
+        ]
+        for b in routes.broker_addr_table.values()
+    ]
+    clusters = [[c, list(members)] for c, members in routes.cluster_addr_table.items()]
+    live = [
+        [
+            cluster,
+            addr,
+            e.broker_name,
+            e.broker_id,
+            e.last_update_ms,
+            e.timeout_ms,
+            e.ha_server_addr,
+            e.data_version.to_json(),
+        ]
+        for (cluster, addr), e in routes.broker_live_table.items()
+    ]
+    filters = [[c, a, servers] for (c, a), servers in routes.filter_server_table.items()]
+    topics = {
+        topic: [
+            [q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
+            for q in queues.values()
+        ]
+        for topic, queues in routes.topic_queue_table.items()
+    }
+    by_broker = {name: list(topics_of) for name, topics_of in routes._topics_by_broker.items()}
+    mappings = {
+        topic: [[name, info.to_record()] for name, info in per_group.items()]
+        for topic, per_group in routes.topic_queue_mapping.items()
+    }
+    return {
+        "groups": groups,
+        "clusters": clusters,
+        "live": live,
+        "filters": filters,
+        "topics": topics,
+        "by_broker": by_broker,
+        "mappings": mappings,
+        "support_acting_master": routes.support_acting_master,
+    }
+
+
+def registered_record(event: BrokerRegistered) -> dict[str, Any]:
+    """A registration as the stream carries it: the journal's record, but its topics as the
+    rows the writer applied and their perm mask (``{"rows", "mask"}``), which a replica
+    applies without building and checking 100,000 dicts (the stream is the writer's own)."""
+    record = Event.to_record(event)
+    configs = event.topic_configs
+    if isinstance(configs, QueueConfigs):
+        record["topic_configs"] = {"rows": configs.rows, "mask": configs.perm_mask}
+    else:
+        record["topic_configs"] = {"rows": queue_configs(configs).rows, "mask": -1}
+    return record
+
+
+class Publisher:
+    """Turns the writer's changes into numbered batches and hands each to every sink.
+
+    A listener of the controller (``on_events``, called right after the tables applied the
+    batch); ``settle`` after a config write publishes the config if it moved. A sink must not
+    block: it queues (``workers``), and a sink that falls too far behind is dropped by its
+    owner and rebuilt from an ``image``."""
+
+    def __init__(
+        self, routes: RouteInfoManager, kv: KvConfigManager, registry: ConfigRegistry
+    ) -> None:
+        self.routes = routes
+        self.kv = kv
+        self.registry = registry
+        self.position = 0
+        self.started_ms = 0  # the processor's start (the 5.x start-up wait), for the image
+        self._config_version = registry.data_version
+        self._sinks: list[Sink] = []
+
+    def subscribe(self, sink: Sink) -> None:
+        self._sinks.append(sink)
+
+    def unsubscribe(self, sink: Sink) -> None:
+        if sink in self._sinks:
+            self._sinks.remove(sink)
+
+    def on_events(self, events: list[Event]) -> None:
+        """One batch of the events the tables just applied (the controller's listener)."""
+        items: list[list[Any]] = []
+        filters = self.routes.filter_server_table
+        for event in events:
+            if type(event) in _ROUTE_EVENTS:
+                servers = None
+                if isinstance(event, BrokerRegistered):
+                    record = registered_record(event)
+                    servers = filters.get((event.cluster, event.broker_addr)) or []
+                else:
+                    record = event.to_record()
+                items.append([EVENT, getattr(event, "applied_ms", NO_TIME), record, servers])
+            elif isinstance(event, KvChanged):
+                entries = self.kv.namespace(event.namespace)
+                items.append([KV, event.namespace, entries])
+        if self.registry.data_version != self._config_version:
+            items.append(self._config_item())
+        if items:
+            self._publish(items)
+
+    def settle(self) -> None:
+        """Publish the config if a write changed it without an event (same values)."""
+        if self.registry.data_version != self._config_version:
+            self._publish([self._config_item()])
+
+    def _config_item(self) -> list[Any]:
+        self._config_version = self.registry.data_version
+        return [CONFIG, config_values(self.registry), self.registry.file_properties]
+
+    def _publish(self, items: list[list[Any]]) -> None:
+        self.position += 1
+        data = orjson.dumps([self.position, items])
+        for sink in list(self._sinks):
+            sink(self.position, data)
+
+    def image(self) -> bytes:
+        """Everything a replica needs to answer as the writer does now, at ``position``."""
+        self.settle()
+        return orjson.dumps(
+            {
+                "position": self.position,
+                "started_ms": self.started_ms,
+                "routes": routes_image(self.routes),
+                "kv": self.kv.table,
+                "config": config_values(self.registry),
+                "file_properties": self.registry.file_properties,
+                "config_version": self.registry.data_version,
+            }
+        )
