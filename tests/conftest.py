@@ -52,7 +52,7 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
         home = tmp_path / f"ns{len(started)}"
         config = NamesrvConfig(
             listen_port=0,
-            rocketmq_home=str(home),
+            state_dir=str(home),
             kv_config_path=str(home / "kvConfig.json"),
             config_store_path=str(home / "namesrv.properties"),
         )

@@ -54,7 +54,7 @@ class WorkersServed:
         self.port, self.http_port = free_port(), free_port()
         config = self.home / "namesrv.properties"
         config.write_text(
-            f"kvConfigPath={self.home / 'kv.json'}\nrocketmqHome={self.home}\n{self.extra_config}"
+            f"kvConfigPath={self.home / 'kv.json'}\nstateDir={self.home}\n{self.extra_config}"
         )
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(

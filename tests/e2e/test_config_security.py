@@ -141,7 +141,7 @@ async def test_a_remote_update_keeps_what_the_operator_added_to_the_file_since(
     home = tmp_path / "home"
     path = tmp_path / "namesrv.properties"
     path.write_text(
-        f"# production\nlistenPort=0\nhttpPort=0\njournalEnable=false\nrocketmqHome={home}\n"
+        f"# production\nlistenPort=0\nhttpPort=0\njournalEnable=false\nstateDir={home}\n"
         f"kvConfigPath={home}/kvConfig.json\n"
     )
     ns = NamesrvController(registry=ConfigRegistry.from_file(path), host="127.0.0.1")

@@ -90,7 +90,7 @@ def test_a_second_server_on_the_same_state_files_is_refused(tmp_path: Path) -> N
         line = one_error_line(run(home, "--port", "0", "--http-port", "0", "--no-journal"))
         assert line == (
             f"Error: kvConfigPath {kv} is in use by another name server (pid {first.pid}): "
-            "give each instance on this host its own kvConfigPath"
+            "give each instance on this host its own stateDir (or kvConfigPath)"
         )
         assert in_flight.exists()  # only its owner cleans it
 
@@ -232,13 +232,15 @@ def test_paths_under_a_file_name_the_file(tmp_path: Path) -> None:
     )
     result = run(tmp_path, "--port", "0", "--http-port", "0", "--journal-dir", blocker / "j")
     assert one_error_line(result) == (
-        f"Error: cannot create journalDir {blocker / 'j'}: {blocker} is not a directory"
+        f"Error: journalDir {blocker / 'j'} cannot be written: {blocker} is not a directory "
+        "(set journalDir to a writable directory)"
     )
     config = tmp_path / "kv-under-file.properties"
     config.write_text(f"kvConfigPath={blocker / 'kvConfig.json'}\n")
     result = run(tmp_path, "-c", config, "--port", "0", "--http-port", "0", "--no-journal")
     assert one_error_line(result) == (
-        f"Error: cannot lock kvConfigPath {blocker / 'kvConfig.json'}: {blocker} is not a directory"
+        f"Error: kvConfigPath {blocker / 'kvConfig.json'} cannot be written: {blocker} is not a "
+        "directory (set kvConfigPath to a writable directory)"
     )
 
 

@@ -26,7 +26,7 @@ from pynamesrv.remoting.codes import ResponseCode
 def controller_at(home: Path, port: int = 0) -> NamesrvController:
     config = NamesrvConfig(
         listen_port=port,
-        rocketmq_home=str(home),
+        state_dir=str(home),
         kv_config_path=str(home / "kvConfig.json"),
         config_store_path=str(home / "namesrv.properties"),
     )

@@ -324,7 +324,7 @@ def controller(tmp_path: Path, **overrides: str) -> NamesrvController:
     home = tmp_path / "home-ns"
     config = NamesrvConfig(
         listen_port=0,
-        rocketmq_home=str(home),
+        state_dir=str(home),
         kv_config_path=str(home / "kvConfig.json"),
         config_store_path=str(home / "namesrv.properties"),
     )

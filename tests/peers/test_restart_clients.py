@@ -34,7 +34,7 @@ def namesrv(tmp_path: Path, port: int = 0) -> NamesrvController:
     home = tmp_path / "ns-home"
     config = NamesrvConfig(
         listen_port=port,
-        rocketmq_home=str(home),
+        state_dir=str(home),
         kv_config_path=str(home / "kvConfig.json"),
         config_store_path=str(home / "namesrv.properties"),
     )

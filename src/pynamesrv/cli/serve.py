@@ -1,7 +1,9 @@
 """``pynamesrv serve``: mqnamesrv's command line (-c, -p) plus flags for the common keys.
 
 Every flag sets a key of the table (``namesrv.settings``), so a ``-c`` file can say the same;
-a flag wins over the file.
+a flag wins over the file. ``-p`` and a start run the same checks first (``preflight``).
+What a start says goes to one stream, the log (standard error or logFile), in order: once
+logging is set up, mqnamesrv's "load config properties file OK" is its first line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import click
 
 from pynamesrv.app import NameServer
-from pynamesrv.cli import logs, pidfile
+from pynamesrv.cli import logs, pidfile, preflight
 from pynamesrv.namesrv.config import ConfigFileError, ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.controller import ListenError, PathError, StateFileInUse
 from pynamesrv.namesrv.filestore import path_problem
@@ -80,9 +82,16 @@ async def _run(server: NameServer) -> None:
     "--journal-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the route-change journal goes (journalDir; default <rocketmqHome>/journal).",
+    help="Where the route-change journal goes (journalDir; default <stateDir>/journal).",
 )
 @click.option("--no-journal", is_flag=True, help="Do not write the journal (journalEnable).")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the server writes: the KV store, the journal, their locks (stateDir; "
+    "default ~/namesrv). The -c file may be read-only.",
+)
 @click.option(
     "--log-level",
     default=None,
@@ -136,6 +145,7 @@ def serve(
     http_port: int | None,
     journal_dir: Path | None,
     no_journal: bool,
+    state_dir: Path | None,
     log_level: str | None,
     log_file: str | None,
     log_max_bytes: int | None,
@@ -150,6 +160,7 @@ def serve(
         "listenPort": port,
         "httpPort": http_port,
         "journalDir": journal_dir,
+        "stateDir": state_dir,
         "journalEnable": False if no_journal else None,
         "logLevel": log_level,
         "logFile": log_file,
@@ -166,12 +177,17 @@ def serve(
         for problem in exc.problems:
             click.echo(f"Error: {exc.source}: {problem}", err=True)
         sys.exit(2)
-    if registry.loaded_from is not None:  # the -c file, or what updates persisted before
-        click.echo(f"load config properties file OK, {registry.loaded_from}", err=True)
+    problems = preflight.check(registry)
     if print_config:
+        if registry.loaded_from is not None:  # the -c file, or what updates persisted before
+            click.echo(f"load config properties file OK, {registry.loaded_from}", err=True)
+        _refuse_for(problems)
+        for note in preflight.notes(registry):
+            click.echo(f"Note: {note}", err=True)
         for key, value in registry.all_properties().items():
             click.echo(f"{key}={value}")
         return
+    _refuse_for(problems)
     config = registry.config
     pid_path = Path(config.pid_file) if config.pid_file else None
     if pid_path is not None:  # first: a refused second server must not touch the log
@@ -182,12 +198,27 @@ def serve(
             sys.exit(1)
     try:
         _start_logging(config)
+        log = logging.getLogger("pynamesrv")
+        if registry.loaded_from is not None:
+            log.info("load config properties file OK, %s", registry.loaded_from)
+        for note in registry.notes:
+            log.warning("%s", note)
         install_event_loop_policy()
         pin_malloc_thresholds()  # the process is ours: see heap.py for why
         _serve(registry)
     finally:
         if pid_path is not None:
             pidfile.release(pid_path)
+
+
+def _refuse_for(problems: list[preflight.Problem]) -> None:
+    """Every problem on a line of its own, then exit: 2 when the configuration is in the
+    way, 1 when only the pid file or the KV store is (``serve``'s codes for them)."""
+    if not problems:
+        return
+    for problem in problems:
+        click.echo(f"Error: {problem.text}", err=True)
+    sys.exit(max(problem.exit_code for problem in problems))
 
 
 def _serve(registry: ConfigRegistry) -> None:

@@ -38,6 +38,7 @@ from pynamesrv.namesrv.settings import (
     setting,
     suggest,
 )
+from pynamesrv.namesrv.statepaths import CONFIG_STORE_NAME, KV_FILE_NAME, derive_paths
 from pynamesrv.remoting.codes import Version
 from pynamesrv.remoting.logtext import shown
 
@@ -75,7 +76,7 @@ JAVA_520_KEYS: Final = JAVA_494_KEYS | frozenset(
 # Keys UPDATE_NAMESRV_CONFIG refuses with Java's black-list answer whatever configBlackList
 # says (5.2.0 hard-codes rocketmqHome; the file keys are CVE-2023-33246 / CVE-2023-37582).
 ALWAYS_BLACKLISTED: Final = frozenset(
-    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir"}
+    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "journalDir", "stateDir"}
 )
 BLACKLIST_REMARK: Final = "Can not update config in black list."
 SECRET_MASK: Final = "******"  # how a set password is reported
@@ -94,8 +95,9 @@ class NamesrvConfig:
 
     # NamesrvConfig (4.9.4)
     rocketmq_home: str = field(default_factory=_default_home)
-    kv_config_path: str = str(_HOME / "namesrv" / "kvConfig.json")
-    config_store_path: str = str(_HOME / "namesrv" / "namesrv.properties")
+    kv_config_path: str = str(_HOME / "namesrv" / KV_FILE_NAME)  # <stateDir>/kvConfig.json
+    config_store_path: str = str(_HOME / "namesrv" / CONFIG_STORE_NAME)
+    state_dir: str = str(_HOME / "namesrv")  # pynamesrv's own (statepaths)
     product_env_name: str = "center"
     cluster_test: bool = False
     order_message_enable: bool = False
@@ -232,7 +234,7 @@ class NamesrvConfig:
                 f"writeBufferLowWaterMark={low} is not allowed: at most "
                 f"writeBufferHighWaterMark ({high})"
             )
-        for key in ("rocketmqHome", "kvConfigPath", "configStorePath"):
+        for key in ("rocketmqHome", "kvConfigPath", "configStorePath", "stateDir"):
             if not self.get(key):
                 out.append(f"{key}= is not allowed: a file or directory path")
         workers = self.server_workers.strip().lower()
@@ -379,6 +381,10 @@ class ConfigRegistry:
         self._store_text = store_text
         self.data_version = 0
         self.loaded_from: str | None = None  # the properties file read at start, if any
+        # Keys the -c file or the command line set (the others have their defaults, the paths
+        # derived from stateDir among them).
+        self.explicit: frozenset[str] = frozenset(self.file_properties)
+        self.notes: list[str] = []  # what the start should tell the operator about the file
 
     @classmethod
     def from_file(
@@ -386,7 +392,8 @@ class ConfigRegistry:
     ) -> ConfigRegistry:
         """Defaults, then the -c file (whose path becomes configStorePath, as in Java, so
         what UPDATE_NAMESRV_CONFIG persists is read at the next start), then ``overrides``
-        (command-line flags). Nothing is half-applied: any problem raises
+        (command-line flags), then the paths left unset placed under stateDir
+        (``statepaths.derive_paths``). Nothing is half-applied: any problem raises
         ``ConfigFileError`` listing all of them."""
         config = NamesrvConfig()
         props: dict[str, str] = {}
@@ -404,11 +411,20 @@ class ConfigRegistry:
             raise ConfigFileError(source, problems)
         if flag_problems:
             raise ConfigFileError("command line", flag_problems)
+        explicit = frozenset(props) | frozenset(overrides or {})
+        derive_paths(config, explicit, path)
         combined = config.problems()
         if combined:
             raise ConfigFileError(source, combined)
         registry = cls(config, props, store_text)
         registry.loaded_from = None if path is None else source
+        registry.explicit = explicit
+        ignored = props.get("configStorePath")
+        if path is not None and ignored is not None and Path(ignored).absolute() != path:
+            registry.notes.append(
+                f"configStorePath={ignored} in {path} is not used: the -c file is the config "
+                "store (as in Java); stateDir says where the server writes"
+            )
         return registry
 
     # ------------------------------------------------------------------ reports
@@ -561,6 +577,10 @@ def reference_markdown() -> str:
     for entry in SETTINGS:
         if entry.key == "rocketmqHome":
             default = "`$ROCKETMQ_HOME`, else `~/namesrv`"
+        elif entry.key == "kvConfigPath":
+            default = "`<stateDir>/kvConfig.json`"
+        elif entry.key == "configStorePath":
+            default = "the `-c` file, else `<stateDir>/namesrv.properties`"
         else:
             text = entry.format(defaults.get(entry.key)).replace(home, "~")
             default = f"`{text}`" if text else "(empty)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -30,7 +31,9 @@ from pynamesrv.namesrv.events import ConfigChanged, Event, RouteQueries
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.filestore import (
     FileInUse,
+    FileLock,
     atomic_write,
+    discard,
     lock_beside,
     path_problem,
     remove_leftovers,
@@ -43,6 +46,7 @@ from pynamesrv.namesrv.notifier import MinBrokerIdNotifier, Send, send_request
 from pynamesrv.namesrv.processor import DefaultRequestProcessor, FileData
 from pynamesrv.namesrv.recovery import Recovered, recover
 from pynamesrv.namesrv.routes import RouteInfoManager
+from pynamesrv.namesrv.statepaths import has_hour_files, journal_root, legacy_journal
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.namesrv.view import NamesrvView
 from pynamesrv.namesrv.workers import RemoteChannel, WorkerPool
@@ -61,6 +65,8 @@ MAX_EXPIRY_DELAY_S: Final = 1.0  # an expired broker leaves the routes within th
 # ``lock_beside`` adds ``.lock``: the journal's instance directory holds ``writer.lock``
 # (readers take only ``events-*`` files).
 JOURNAL_LOCK_NAME: Final = "writer"
+# What a state file's lock meets where the server may not write: a read-only -c file.
+_READ_ONLY_ERRORS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 # What a broker sends to stay routed: answered GO_AWAY during a drain, they still count as
 # a sign of life (the broker is up; it registers elsewhere).
 _LIVENESS_CODES: Final = frozenset(
@@ -238,7 +244,10 @@ class NamesrvController:
         )
         self.port = 0
         self.bound_host = ""
-        self._locks: list[int] = []  # flock descriptors of the state files, held while running
+        self._locks: list[FileLock] = []  # of the state files, held while running
+        # The config store could not be locked for lack of write access (a read-only -c
+        # file): UPDATE_NAMESRV_CONFIG then answers "persist failed", nothing is written.
+        self.config_store_read_only = False
         self._journal_locked = False  # the journal's instance directory is among them
         self._bound = False
         self._served = False
@@ -289,7 +298,7 @@ class NamesrvController:
 
     @property
     def journal_root(self) -> Path:
-        return Path(self.config.journal_dir or Path(self.config.rocketmq_home) / "journal")
+        return journal_root(self.config)
 
     async def start(self) -> None:
         """``bind``, then ``serve``."""
@@ -300,18 +309,24 @@ class NamesrvController:
         """Everything that may refuse the start, before anything is written: own the state
         files (a lock each; only then are an interrupted write's leftovers ours to remove),
         load the KV file, recover the routes, bind the remoting port (not accepting yet).
-        Raises ``StateFileInUse``, ``KvConfigError`` or ``ListenError``; whatever it took is
-        released then. The caller binds its other ports, then calls ``serve``."""
+        Raises ``StateFileInUse``, ``PathError``, ``KvConfigError`` or ``ListenError``;
+        whatever it took is released then, and the lock files and directories it created are
+        removed: a refused start leaves nothing behind. The caller binds its other ports,
+        then calls ``serve``."""
         try:
-            self._lock_state_files()
-            for path in (self.config.kv_config_path, self.config.config_store_path):
-                for leftover in remove_leftovers(Path(path)):
-                    log.info("removed %s, left by an interrupted write", leftover)
-            self.kv.load(Path(self.config.kv_config_path))
+            self._lock_state_file("kvConfigPath", Path(self.config.kv_config_path))
+            self._lock_config_store()
             if self.config.journal_enable and (
                 self.config.instance_name or self.config.listen_port != 0
             ):  # before recovery reads it; a directory not there yet is locked at its creation
                 self._lock_journal(self._instance_on(self.config.listen_port), create=False)
+            owned = [self.config.kv_config_path]
+            if not self.config_store_read_only:
+                owned.append(self.config.config_store_path)
+            for path in owned:
+                for leftover in remove_leftovers(Path(path)):
+                    log.info("removed %s, left by an interrupted write", leftover)
+            self.kv.load(Path(self.config.kv_config_path))
             if self.config.journal_enable and self.config.warm_restart:
                 await self._recover()
             try:
@@ -324,26 +339,38 @@ class NamesrvController:
             except OSError as exc:
                 raise ListenError("listenPort", self.host, self.config.listen_port, exc) from exc
         except BaseException:
-            self._unlock_state_files()
+            self._unlock_state_files(discard_created=True)
             raise
         self._bound = True
 
-    def _lock_state_files(self) -> None:
-        """One lock per distinct file: a second server with the same kvConfigPath or
+    def _lock_config_store(self) -> None:
+        """Own the config store, as the KV store, so that two servers never write one file;
+        unless it cannot be written at all (a read-only -c file: a ConfigMap, /etc under
+        ProtectSystem): then nothing is written beside it, and UPDATE_NAMESRV_CONFIG answers
+        "persist failed" (``config_store_read_only``)."""
+        path = Path(self.config.config_store_path).absolute()
+        if path == Path(self.config.kv_config_path).absolute():
+            return  # one file, one lock: the KV store's
+        try:
+            self._lock_state_file("configStorePath", path)
+        except StateFileInUse as exc:
+            if isinstance(exc.__cause__, FileInUse) or exc.errno not in _READ_ONLY_ERRORS:
+                raise
+            self.config_store_read_only = True
+
+    def _lock_state_file(self, key: str, path: Path) -> None:
+        """One lock per state file: a second server with the same kvConfigPath or
         configStorePath is refused instead of sharing (and overwriting) it."""
-        seen: set[Path] = set()
-        for key, text in (
-            ("kvConfigPath", self.config.kv_config_path),
-            ("configStorePath", self.config.config_store_path),
-        ):
-            path = Path(text).absolute()
-            if path in seen:
-                continue
-            seen.add(path)
-            try:
-                self._locks.append(lock_beside(path))
-            except OSError as exc:
-                raise StateFileInUse(key, path, exc) from exc
+        path = path.absolute()
+        try:
+            self._locks.append(lock_beside(path))
+        except OSError as exc:
+            registry = self.registry
+            derived = key not in registry.explicit and not (
+                key == "configStorePath" and registry.loaded_from is not None
+            )  # placed by stateDir, not by a key of the operator's (nor the -c file itself)
+            advice = f"give each instance on this host its own stateDir (or {key})"
+            raise StateFileInUse(key, path, exc, advice=advice if derived else "") from exc
 
     def _lock_journal(self, instance: str, *, create: bool) -> None:
         """Own the journal's instance directory (``<journalDir>/<instance>/writer.lock``,
@@ -370,9 +397,14 @@ class NamesrvController:
             raise PathError("journalDir", self.journal_root, exc) from exc
         self._journal_locked = True
 
-    def _unlock_state_files(self) -> None:
-        for fd in self._locks:
-            unlock(fd)
+    def _unlock_state_files(self, *, discard_created: bool = False) -> None:
+        """Let the state files go; ``discard_created`` after a start that did not complete:
+        remove the lock files and directories it created, so it leaves nothing behind."""
+        for lock in reversed(self._locks):
+            if discard_created:
+                discard(lock)
+            else:
+                unlock(lock)
         self._locks = []
         self._journal_locked = False
 
@@ -384,7 +416,11 @@ class NamesrvController:
         self.config.listen_port = self.port  # an ephemeral port (0) reports what it bound
         # The journal (named after the port) is listening before the first request: a
         # recovered broker registering at once is journaled after its broker_recovered line.
+        journal_dir: Path | None = None
+        journal_new = False
         if self.config.journal_enable:
+            journal_dir = self.journal_root / instance_dir_name(self.instance)
+            journal_new = not has_hour_files(journal_dir)
             self._lock_journal(self.instance, create=True)
             try:
                 await self._start_journal()
@@ -392,6 +428,7 @@ class NamesrvController:
                 raise PathError("journalDir", self.journal_root, exc) from exc
         await self.server.serve()
         self._served = True
+        self._log_state(journal_dir, journal_new)
         log.info("The Name Server boot success. serializeType=JSON, address %s:%d", host, self.port)
         log.info("%s", self.tls_settings.describe())
         self._log_proxy_protocol()
@@ -402,6 +439,58 @@ class NamesrvController:
         if self.auto_expiry:
             self._timers.append(asyncio.create_task(self._expiry_loop()))
         self.heap.freeze()
+
+    def _log_state(self, journal_dir: Path | None, journal_new: bool) -> None:
+        """One line naming where the state is and whether the routes were recovered; a
+        WARNING when the journal is new (or empty) while the KV store is not, the sign of a
+        state directory that moved (or of a journal left where an earlier version put it)."""
+        config = self.config
+        entries = sum(len(keys) for keys in self.kv.table.values())
+        store = f"config store {Path(config.config_store_path).absolute()}"
+        if self.config_store_read_only:
+            store += " (read-only: updateNamesrvConfig answers 'persist failed')"
+        parts = [
+            f"state directory {Path(config.state_dir).absolute()}",
+            f"KV store {Path(config.kv_config_path).absolute()} ({entries} entries)",
+            store,
+        ]
+        warnings = []
+        if journal_dir is None:
+            parts.append("journal off: routes not recovered")
+        else:
+            parts.append(f"journal {journal_dir.absolute()} ({self._recovery(journal_new)})")
+            if journal_new and entries:
+                warnings.append(
+                    "the journal is new while the KV store is not: if the state moved, point "
+                    "stateDir (or journalDir) at the old journal, or routes come back only as "
+                    "brokers register again"
+                )
+            legacy = legacy_journal(
+                config, instance_dir_name(self.instance), self.registry.explicit
+            )
+            if journal_new and legacy is not None:
+                warnings.append(
+                    f"this instance's journal is at {legacy.absolute()}, where versions before "
+                    f"stateDir put it (<rocketmqHome>/journal): set journalDir="
+                    f"{legacy.parent.absolute()} to recover from it"
+                )
+        level = logging.WARNING if warnings else logging.INFO
+        log.log(level, "%s", "; ".join(parts + warnings))
+
+    def _recovery(self, journal_new: bool) -> str:
+        """What the warm restart made of the journal, in a few words."""
+        found = self.recovered
+        if found is not None and found.brokers:
+            return f"recovered {found.brokers} brokers and {found.topics} topics"
+        if journal_new:
+            return "new: no routes to recover"
+        if not self.config.warm_restart:
+            return "routes not recovered: warmRestart=false"
+        if found is None:
+            return "routes not recovered: no snapshot in it"
+        if found.expired_on_load:
+            return "routes not recovered: every broker expired while the server was down"
+        return "routes not recovered: it ends with no broker"
 
     def _log_proxy_protocol(self) -> None:
         """Say whose PROXY headers are believed."""
@@ -526,7 +615,6 @@ class NamesrvController:
             asyncio.create_task(self._every(snapshot_s, snapshot_s, self.record_snapshot)),
             asyncio.create_task(self._route_query_windows()),
         ]
-        log.info("journal: %s", self.journal.directory)
 
     def record_snapshot(self) -> None:
         if self.journal is not None:
@@ -594,7 +682,8 @@ class NamesrvController:
         await self.server.stop()
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)
         self._writer.shutdown(wait=True)
-        self._unlock_state_files()  # after the last write
+        # After the last write; a start that never served leaves nothing it created.
+        self._unlock_state_files(discard_created=not self._served)
         self.heap.release()
         if self._served:  # a start refused after bind() never said it booted either
             log.info("The Name Server stopped")
@@ -693,6 +782,14 @@ class NamesrvController:
     async def _write_file(self, path: Path, data: FileData) -> None:
         """Write a persisted file on the writer thread; ``data`` made there when it is a
         function (read, merge and write in one go, in order with the other writes)."""
+
+        store = Path(self.config.config_store_path).absolute()
+        if self.config_store_read_only and path.absolute() == store:
+            # Not ours to write (no lock): answered "persist failed: <this>".
+            raise OSError(
+                errno.EROFS,
+                f"the config store {store} is read-only (change the file there and restart)",
+            )
 
         def write() -> None:
             atomic_write(path, data() if callable(data) else data)

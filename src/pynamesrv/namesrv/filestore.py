@@ -6,7 +6,8 @@ Its own module because the KV store and the config registry share it.
 
 Each file has one owner: ``lock_beside`` takes an exclusive ``flock`` on ``<file>.lock``,
 held while the server runs, so a second server configured with the same file is refused
-instead of sharing it (and deleting its temporary files as leftovers).
+instead of sharing it (and deleting its temporary files as leftovers). A start that is
+refused after it took locks removes the lock files and directories it created (``discard``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -25,36 +27,120 @@ class FileInUse(OSError):
         self.path, self.holder = path, holder
 
 
-def lock_beside(path: Path) -> int:
-    """Lock ``path`` for this process: an exclusive, non-blocking ``flock`` on
-    ``<path>.lock`` (created, with the directory, if missing; never deleted, so that no two
-    processes ever lock different files of the same name). Returns the descriptor, which
-    holds the lock until ``unlock`` or the process ends (kill -9 included: the kernel
-    releases it). Raises ``FileInUse`` naming the holder's pid when another process has it,
-    ``OSError`` when the lock file cannot be created."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+@dataclass(slots=True)
+class FileLock:
+    """A lock of ``lock_beside``: the descriptor holding it, and what taking it created (the
+    lock file, directories), which ``discard`` removes again."""
+
+    fd: int
+    path: Path  # the lock file
+    created_file: bool
+    created_dirs: list[Path]  # outermost first
+
+
+def make_dirs(directory: Path) -> list[Path]:
+    """``mkdir -p``, returning the directories it created, outermost first."""
+    missing = []
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    created = []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = ""
-        with contextlib.suppress(OSError):
-            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        os.close(fd)
-        raise FileInUse(path, f" (pid {pid})" if pid.isdigit() else "") from None
+        for candidate in reversed(missing):
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                if not candidate.is_dir():
+                    raise
+                continue
+            created.append(candidate)
     except BaseException:
-        os.close(fd)
+        _remove_dirs(created)
+        raise
+    return created
+
+
+def _remove_dirs(created: list[Path]) -> None:
+    for directory in reversed(created):
+        with contextlib.suppress(OSError):  # not empty: someone else put something there
+            directory.rmdir()
+
+
+def lock_beside(path: Path) -> FileLock:
+    """Lock ``path`` for this process: an exclusive, non-blocking ``flock`` on
+    ``<path>.lock`` (created, with the directory, if missing). The lock holds until
+    ``unlock`` or the process ends (kill -9 included: the kernel releases it). Raises
+    ``FileInUse`` naming the holder's pid when another process has it, ``OSError`` when the
+    lock file cannot be created.
+
+    A lock file is deleted only by ``discard`` (a refused start removing what it created),
+    while its lock is held; whoever opened it before that finds, once it has the lock, that
+    the name no longer leads to the file it locked, and tries again. So no two processes
+    ever hold locks on different files of the same name."""
+    created_dirs = make_dirs(path.parent)
+    lock = path.with_name(path.name + ".lock")
+    try:
+        while True:
+            fd, created = _open_lock_file(lock)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = ""
+                with contextlib.suppress(OSError):
+                    pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                raise FileInUse(path, f" (pid {pid})" if pid.isdigit() else "") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _same_file(fd, lock):
+                break
+            os.close(fd)  # deleted (or replaced) while we took it: not the lock any more
+    except BaseException:
+        _remove_dirs(created_dirs)
         raise
     with contextlib.suppress(OSError):  # who holds it, for the refusal of the next one
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    return FileLock(fd, lock, created, created_dirs)
 
 
-def unlock(fd: int) -> None:
+def _open_lock_file(lock: Path) -> tuple[int, bool]:
+    """Open the lock file, creating it when missing; whether this call created it."""
+    while True:
+        try:
+            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+        except FileExistsError:
+            pass
+        try:
+            return os.open(lock, os.O_RDWR | os.O_CLOEXEC), False
+        except FileNotFoundError:
+            continue  # discarded between the two calls
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+def unlock(lock: FileLock) -> None:
     """Release a lock of ``lock_beside`` (the lock file stays)."""
-    os.close(fd)
+    os.close(lock.fd)
+
+
+def discard(lock: FileLock) -> None:
+    """Release a lock and remove what taking it created: a start that was refused leaves
+    nothing behind. The file goes while the lock is still held (see ``lock_beside``)."""
+    if lock.created_file:
+        with contextlib.suppress(OSError):
+            lock.path.unlink()
+    os.close(lock.fd)
+    _remove_dirs(lock.created_dirs)
 
 
 def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:

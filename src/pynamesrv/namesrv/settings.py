@@ -218,12 +218,21 @@ _NO_NETTY = "no effect: a Netty setting with no counterpart in asyncio"
 
 SETTINGS: Final[tuple[Setting, ...]] = (
     # NamesrvConfig (4.9.4)
-    _key("rocketmqHome", Kind.PATH, RESTART, False, "4.9.4",
-         "Home directory; the journal defaults to <rocketmqHome>/journal."),
+    _key("rocketmqHome", Kind.PATH, NEVER, False, "4.9.4",
+         "Reported only: Java's install directory (ROCKETMQ_HOME), where mqnamesrv finds its "
+         "logback configuration; pynamesrv keeps no state there (stateDir)."),
     _key("kvConfigPath", Kind.PATH, RESTART, False, "4.9.4",
-         "The KV store file (Java's format)."),
+         "The KV store file (Java's format); unset: <stateDir>/kvConfig.json."),
     _key("configStorePath", Kind.PATH, RESTART, False, "4.9.4",
-         "Where UPDATE_NAMESRV_CONFIG persists changes; the -c file when one is given."),
+         "Where UPDATE_NAMESRV_CONFIG persists changes: the -c file when one is given (as in "
+         "Java; it may be read-only, and such updates then answer 'persist failed'), else "
+         "<stateDir>/namesrv.properties."),
+    _key("stateDir", Kind.PATH, RESTART, False, "pynamesrv",
+         "The writable directory of the server's state: the KV store (<stateDir>/kvConfig.json "
+         "unless kvConfigPath says otherwise), the journal (<stateDir>/journal unless "
+         "journalDir), the config store when there is no -c file, and their locks. Nothing "
+         "is written beside a -c file that is read-only. Java keeps kvConfig.json in "
+         "~/namesrv too; ROCKETMQ_HOME plays no part."),
     _key("productEnvName", T, NEVER, True, "4.9.4",
          "Reported only: Java uses it for clusterTest, which pynamesrv does not implement."),
     _key("clusterTest", B, NEVER, True, "4.9.4",
@@ -470,7 +479,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "tables in slices of 1 ms, resting 9 ms after each: route queries are answered "
          "between them.", minimum=1, maximum=64),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
-         "What /rocketmq/nsaddr serves, host:port;host:port (empty: this server)."),
+         "What /rocketmq/nsaddr serves, host:port;host:port: every name server of the "
+         "deployment, so that clients using the address service learn them all (empty: "
+         "this server alone)."),
     _key("instanceName", Kind.NAME, RESTART, False, "pynamesrv",
          "The journal's instance name and directory (empty: host:port)."),
     _key("journalEnable", B, RESTART, False, "pynamesrv", "Write the route-change journal."),
@@ -480,7 +491,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "the journal and an instance name known before the port opens (instanceName, or "
          "a listenPort other than 0)."),
     _key("journalDir", Kind.PATH, RESTART, False, "pynamesrv",
-         "Journal root directory (empty: <rocketmqHome>/journal)."),
+         "Journal root directory (empty: <stateDir>/journal)."),
     _key("journalFlushIntervalMs", N, RESTART, False, "pynamesrv",
          "How often journal lines are written (a kill -9 loses at most this much).",
          minimum=10, maximum=60_000),

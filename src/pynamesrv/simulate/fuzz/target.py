@@ -183,7 +183,7 @@ class ServerProcess:
         home.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "namesrv.properties"
         properties = (
-            f"rocketmqHome={home}\nkvConfigPath={home / 'kvConfig.json'}\n"
+            f"stateDir={home}\nkvConfigPath={home / 'kvConfig.json'}\n"
             f"journalDir={self.workdir / 'journal'}\n"
         )
         if self.frame_max_length is not None:
