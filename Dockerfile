@@ -4,10 +4,14 @@
 #   docker run -d --name namesrv -p 9876:9876 -p 9880:9880 -v namesrv-data:/data pynamesrv:0.1.0
 #
 # Ports: 9876 remoting (brokers, clients, mqadmin), 9880 HTTP (/metrics, /healthz, status page).
-# Volume /data is the home of the pynamesrv user: the KV store (/data/namesrv/kvConfig.json),
-# the journal (/data/namesrv/journal) and, with --log-file default, the log
-# (/data/logs/rocketmqlogs). Logs go to standard error otherwise (docker logs).
-# Arguments go to `pynamesrv`: `docker run ... pynamesrv:0.1.0 serve -c /data/namesrv.properties`,
+# Volume /data is the home of the pynamesrv user and the only place it writes: the state
+# directory /data/namesrv (stateDir: the KV store kvConfig.json, the journal journal/, their
+# locks) and, with --log-file default, the log (/data/logs/rocketmqlogs). Logs go to standard
+# error otherwise (docker logs). Arguments go to `pynamesrv`; a configuration file mounted
+# read-only (updateNamesrvConfig then answers "persist failed"), in a checkout:
+#   docker run -d --name namesrv -p 9876:9876 -p 9880:9880 -v namesrv-data:/data \
+#       -v "$PWD/deploy/namesrv.properties:/etc/pynamesrv/namesrv.properties:ro" \
+#       pynamesrv:0.1.0 serve -c /etc/pynamesrv/namesrv.properties --state-dir /data/namesrv
 # `docker exec namesrv pynamesrv admin clusterList -n 127.0.0.1:9876`.
 # The base image is pinned to the Python the test suite runs on.
 #

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
 import shutil
@@ -17,14 +18,20 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import deployed
 import pytest
 import yaml
+from deployed import Deployment
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import query_route
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
+from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.remoting.client import RemotingClient
+from pynamesrv.remoting.codes import ResponseCode
+from pynamesrv.remoting.command import RemotingCommand
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
@@ -154,6 +161,23 @@ async def test_dockerfile_healthcheck_follows_healthz(tmp_path: Path) -> None:
     assert await run_healthcheck(command, port) != 0  # nothing listens
 
 
+def image() -> dict[str, Any]:
+    """What the image gives every container: environment, working directory, volumes,
+    entry point and command."""
+    final = final_stage(dockerfile())
+    env: dict[str, str] = {}
+    for keyword, args in final:
+        if keyword == "ENV":
+            env.update(item.split("=", 1) for item in shlex.split(args))
+    return {
+        "env": env,
+        "workdir": dict(final)["WORKDIR"],
+        "volumes": [v for k, args in final if k == "VOLUME" for v in json.loads(args)],
+        "entrypoint": json.loads(dict(final)["ENTRYPOINT"]),
+        "cmd": json.loads(dict(final)["CMD"]),
+    }
+
+
 def test_image_command_keeps_its_state_under_home_the_volume(tmp_path: Path) -> None:
     """ENTRYPOINT + CMD with the image's HOME: the KV store and journal land in the volume."""
     final = dict(final_stage(dockerfile()))
@@ -161,12 +185,17 @@ def test_image_command_keeps_its_state_under_home_the_volume(tmp_path: Path) -> 
     assert argv[0] == "pynamesrv"
     data = tmp_path / "data"
     env = {"PATH": str(ENTRY_POINT.parent), "HOME": str(data), "PYTHONUNBUFFERED": "1"}
+    if os.environ.get("PYTHONPATH"):  # this checkout's code (PYTHONPATH=src), not the venv's
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(Path(p).absolute()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
+        )
     printed = subprocess.run(
         [ENTRY_POINT, *argv[1:], "-p"], capture_output=True, text=True, env=env, timeout=60
     )
     props = dict(line.split("=", 1) for line in printed.stdout.splitlines())
+    assert props["stateDir"] == str(data / "namesrv")
     assert props["kvConfigPath"] == str(data / "namesrv" / "kvConfig.json")
-    assert props["rocketmqHome"] == str(data / "namesrv")  # the journal: <rocketmqHome>/journal
+    assert props["journalDir"] == str(data / "namesrv" / "journal")
     assert (props["listenPort"], props["httpPort"]) == (str(REMOTING_PORT), str(HTTP_PORT))
     assert props["bindAddress"] == "0.0.0.0"  # reachable through the published ports
 
@@ -196,7 +225,8 @@ def test_systemd_unit_verifies_and_its_command_line_is_accepted(tmp_path: Path) 
     assert service["User"] == ["pynamesrv"] and service["Group"] == ["pynamesrv"]
     assert service["Restart"] == ["on-failure"]
     assert "HOME=/var/lib/pynamesrv" in service["Environment"]
-    assert service["StateDirectory"] == ["pynamesrv"]  # = HOME: KV store and journal
+    assert service["StateDirectory"] == ["pynamesrv"]  # the example file's stateDir is in it
+    assert "ReadWritePaths" not in service  # the configuration stays read-only
     assert sections["Install"]["WantedBy"] == ["multi-user.target"]
     (exec_start,) = service["ExecStart"]
     argv = shlex.split(exec_start)
@@ -289,7 +319,7 @@ def test_kubernetes_config_map_is_a_valid_config(tmp_path: Path) -> None:
     config_map = next(d for d in documents if d["kind"] == "ConfigMap")
     (name, text), *_ = config_map["data"].items()
     config = tmp_path / name
-    config.write_text(text)
+    config.write_text(deployed.relocated(tmp_path, text))  # /data: the claim, here
     result = subprocess.run(
         [ENTRY_POINT, "serve", "-c", config, "-p"], capture_output=True, text=True, timeout=60
     )
@@ -297,6 +327,182 @@ def test_kubernetes_config_map_is_a_valid_config(tmp_path: Path) -> None:
     props = dict(line.split("=", 1) for line in result.stdout.splitlines())
     assert (props["listenPort"], props["httpPort"]) == (str(REMOTING_PORT), str(HTTP_PORT))
     assert props["instanceName"]  # stable across pod replacements: one journal directory
+    # Every place it writes is on the claim (/data), named in the map.
+    assert props["stateDir"] == f"{tmp_path}/data/namesrv"
+    assert props["kvConfigPath"] == f"{tmp_path}/data/namesrv/kvConfig.json"
+    assert props["journalDir"] == f"{tmp_path}/data/namesrv/journal"
+    # The address service hands out every name server: this one and the copy's (-b).
+    service = next(
+        d
+        for d in yaml.safe_load_all((REPO / "deploy/kubernetes/pynamesrv.yaml").read_text())
+        if d["kind"] == "Service"
+    )
+    own = f"{service['metadata']['name']}:{REMOTING_PORT}"
+    assert props["nsAddrList"] == f"{own};{own.replace('-a:', '-b:')}"
+
+
+# ---------------------------------------------------------------------------- as written
+
+
+def kubernetes_deployment() -> Deployment:
+    """The Deployment's container on the image, as the manifest says."""
+    documents = list(yaml.safe_load_all((REPO / "deploy/kubernetes/pynamesrv.yaml").read_text()))
+    config_maps = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ConfigMap"}
+    pod = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    built = image()
+    assert (container.get("command") or built["entrypoint"]) == ["pynamesrv"]
+    env = {**built["env"], **{e["name"]: e["value"] for e in container.get("env", [])}}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    files: dict[str, str] = {}
+    writable = []
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "configMap" in volume:
+            assert mount.get("readOnly") is True  # as kubelet mounts a ConfigMap anyway
+            for name, text in config_maps[volume["configMap"]["name"]]["data"].items():
+                files[f"{mount['mountPath']}/{name}"] = text
+        elif not mount.get("readOnly"):
+            writable.append(mount["mountPath"])
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    return Deployment(
+        argv=container.get("args", built["cmd"]),
+        env=env,
+        cwd=container.get("workingDir") or built["workdir"],
+        files=files,
+        writable=writable,
+    )
+
+
+def systemd_deployment() -> Deployment:
+    """The unit's ExecStart with its environment and sandbox, the example configuration
+    installed where its header says."""
+    text = (REPO / "deploy" / "pynamesrv.service").read_text()
+    service = unit_sections(text)["Service"]
+    (exec_start,) = service["ExecStart"]
+    argv = shlex.split(exec_start)
+    assert argv[0] == "/opt/pynamesrv/bin/pynamesrv"
+    config = argv[argv.index("-c") + 1]
+    assert f"deploy/namesrv.properties {Path(config).parent}/" in text  # the install line
+    assert service["ProtectSystem"] == ["strict"]  # all read-only but what is named below
+    writable = [f"/var/lib/{name}" for name in service.get("StateDirectory", [])]
+    writable += [f"/run/{name}" for name in service.get("RuntimeDirectory", [])]
+    writable += [p for entry in service.get("ReadWritePaths", []) for p in entry.split()]
+    if service.get("PrivateTmp") == ["yes"]:
+        writable.append("/tmp")
+    env = dict(
+        item.split("=", 1)
+        for entry in service.get("Environment", [])
+        for item in shlex.split(entry)
+    )
+    return Deployment(
+        argv=argv[1:],
+        env=env,
+        cwd=service["WorkingDirectory"][0],
+        files={config: (REPO / "deploy" / "namesrv.properties").read_text()},
+        writable=writable,
+    )
+
+
+def docker_deployment() -> Deployment:
+    """The `docker run` of docs/operations.md that mounts a configuration read-only, on the
+    image: its volumes writable, the rest not (the image's user owns nothing else)."""
+    guide = (REPO / "docs" / "operations.md").read_text()
+    section = guide.split("\n## Docker\n", 1)[1].split("\n## ", 1)[0]
+    joined = section.replace("\\\n", " ")
+    (line,) = [x for x in joined.splitlines() if x.startswith("docker run") and ":ro" in x]
+    words = shlex.split(line.replace("$PWD", str(REPO)))[2:]
+    mounts = []
+    while words[0].startswith("-"):
+        option = words.pop(0)
+        if option in ("-v", "--volume"):
+            mounts.append(words.pop(0))
+        elif option != "-d":
+            words.pop(0)  # --name, -p: their value
+    image_name, *args = words
+    assert image_name == "pynamesrv:0.1.0"
+    built = image()
+    files: dict[str, str] = {}
+    writable = list(built["volumes"])
+    for mount in mounts:
+        source, target, *mode = mount.split(":")
+        if source.startswith("/"):  # a file of the host
+            assert mode == ["ro"], mount
+            files[target] = Path(source).read_text()
+        else:  # a named volume
+            assert target in writable, mount
+    assert built["entrypoint"] == ["pynamesrv"]
+    return Deployment(
+        argv=args, env=built["env"], cwd=built["workdir"], files=files, writable=writable
+    )
+
+
+async def call(port: int, request: RemotingCommand) -> RemotingCommand:
+    client = await RemotingClient.connect("127.0.0.1", port)
+    try:
+        return await client.request(request)
+    finally:
+        await client.close()
+
+
+def serves_with_read_only_config(deployment: Deployment, tmp_path: Path) -> tuple[int, str]:
+    """Run it; it serves, keeps a KV entry and its journal under stateDir, and answers an
+    updateNamesrvConfig with the documented "persist failed". Returns what its address
+    service answered."""
+    config = deployment.argv[deployment.argv.index("-c") + 1]
+    with deployed.run(deployment, tmp_path) as running:
+        put = asyncio.run(call(running.port, requests.put_kv_config("ns", "k", "v")))
+        update = asyncio.run(
+            call(running.port, requests.update_namesrv_config({"productEnvName": "x"}))
+        )
+        props = dict(
+            line.split("=", 1)
+            for line in asyncio.run(call(running.port, requests.get_namesrv_config()))
+            .body.decode()
+            .splitlines()
+        )
+        nsaddr = running.http_get("/rocketmq/nsaddr")
+    assert put.code == ResponseCode.SUCCESS, put.remark
+    assert update.code == ResponseCode.SYSTEM_ERROR
+    assert update.remark == (
+        f"persist failed: the config store {running.path(config)} is read-only (change the "
+        "file there and restart)"
+    )
+    state = Path(props["stateDir"])
+    assert state.is_relative_to(running.root)
+    assert any(state.is_relative_to(running.path(w)) for w in deployment.writable)
+    assert json.loads((state / "kvConfig.json").read_text()) == {"configTable": {"ns": {"k": "v"}}}
+    assert Path(props["journalDir"]).is_relative_to(state)
+    assert any(Path(props["journalDir"]).glob("*/events-*"))
+    assert f"state directory {state};" in running.output
+    return nsaddr
+
+
+def test_kubernetes_manifest_starts_as_written_with_its_config_read_only(tmp_path: Path) -> None:
+    """Issue 35 finding 1: the manifest crash-looped (the lock beside the read-only
+    ConfigMap). Its container, mounts and read-only root, run here: it serves, writes only
+    the claim, and its address service lists both name servers (finding 4)."""
+    nsaddr = serves_with_read_only_config(kubernetes_deployment(), tmp_path)
+    assert nsaddr == (200, "pynamesrv-a:9876;pynamesrv-b:9876")
+
+
+def test_systemd_unit_starts_as_written_with_its_config_read_only(tmp_path: Path) -> None:
+    serves_with_read_only_config(systemd_deployment(), tmp_path)
+
+
+def test_docker_instructions_start_as_written_with_the_config_read_only(tmp_path: Path) -> None:
+    serves_with_read_only_config(docker_deployment(), tmp_path)
+
+
+def test_several_name_servers_is_about_ns_addr_list() -> None:
+    """Issue 35 finding 4: with two servers the address service answered one address each,
+    and "Several name servers" did not say that nsAddrList is the fix."""
+    guide = (REPO / "docs" / "operations.md").read_text()
+    start = guide.index("Several name servers: ")
+    paragraph = guide[start : guide.index("\n\n", start)]
+    assert "nsAddrList=ns1:9876;ns2:9876" in paragraph and "/rocketmq/nsaddr" in paragraph
+    example = (REPO / "deploy" / "namesrv.properties").read_text()
+    assert "#nsAddrList=ns1:9876;ns2:9876" in example
 
 
 # ---------------------------------------------------------------------------- Grafana

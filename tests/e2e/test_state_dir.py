@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import socket
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv import requests
+from pynamesrv.namesrv.config import ConfigRegistry
+from pynamesrv.namesrv.controller import NamesrvController
 from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.remoting.command import RemotingCommand
@@ -294,3 +298,97 @@ def test_with_a_log_file_the_start_up_lines_are_in_it(tmp_path: Path) -> None:
     lines = log_file.read_text().splitlines()
     assert lines[0].endswith(f" INFO  pynamesrv - load config properties file OK, {config}")
     assert "boot success" in "\n".join(lines[1:])
+
+
+# ------------------------------------------------------------------ finding 2
+
+
+def controller(**settings: str) -> NamesrvController:
+    """An in-process server configured as ``serve`` configures it (paths derived from
+    stateDir), its journal named before it binds."""
+    flags = {"bindAddress": "127.0.0.1", "listenPort": "0", "httpPort": "0",
+             "instanceName": "state-ns:9876", **settings}  # fmt: skip
+    return NamesrvController(registry=ConfigRegistry.from_file(None, flags), host="127.0.0.1")
+
+
+def state_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("state directory ")]
+
+
+async def test_the_start_names_its_state_and_what_it_recovered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Restarted without ROCKETMQ_HOME, the server journaled elsewhere and said only "routes
+    not recovered". One line now names each place and what the warm restart found."""
+    caplog.set_level(logging.INFO, logger="pynamesrv")
+    state = tmp_path / "state"
+    journal = state / "journal" / "state-ns_9876"
+    first = controller(stateDir=str(state))
+    await first.start()
+    member = BrokerClient(
+        namesrv_addrs=[f"127.0.0.1:{first.port}"], cluster="C", broker_name="state-broker",
+        broker_id=0, broker_addr="127.0.0.1:10911", topics={"T": TopicConfig("T", 4, 4, 6)},
+    )  # fmt: skip
+    assert all(outcome.ok for outcome in await member.start())
+    await first.stop()
+    await member.stop(unregister=False)
+    second = controller(stateDir=str(state))
+    await second.start()
+    await second.stop()
+    [new, recovered] = state_lines(caplog)
+    common = f"state directory {state}; KV store {state / 'kvConfig.json'} (0 entries); " + (
+        f"config store {state / 'namesrv.properties'}; journal {journal}"
+    )
+    assert (new.levelno, new.getMessage()) == (
+        logging.INFO,
+        f"{common} (new: no routes to recover)",
+    )
+    assert (recovered.levelno, recovered.getMessage()) == (
+        logging.INFO,
+        f"{common} (recovered 1 brokers and 1 topics)",
+    )
+
+
+async def test_a_new_journal_beside_a_kv_store_that_is_not_is_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state directory that moved without its journal (or a journal that did): the routes
+    come back only as brokers register again, and the start says so at WARNING."""
+    caplog.set_level(logging.INFO, logger="pynamesrv")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kvConfig.json").write_text('{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"b:4"}}}')
+    ns = controller(stateDir=str(state), journalDir=str(tmp_path / "moved" / "journal"))
+    await ns.start()
+    await ns.stop()
+    [line] = state_lines(caplog)
+    assert line.levelno == logging.WARNING
+    assert f"KV store {state / 'kvConfig.json'} (1 entries)" in line.getMessage()
+    assert line.getMessage().endswith(
+        f"journal {tmp_path / 'moved' / 'journal' / 'state-ns_9876'} (new: no routes to "
+        "recover); the journal is new while the KV store is not: if the state moved, point "
+        "stateDir (or journalDir) at the old journal, or routes come back only as brokers "
+        "register again"
+    )
+
+
+async def test_a_journal_left_under_rocketmq_home_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where the journal went before stateDir: <rocketmqHome>/journal. A server that finds
+    its instance's journal only there says where, and how to keep recovering from it."""
+    java_home = tmp_path / "rocketmq"
+    before = controller(journalDir=str(java_home / "journal"), stateDir=str(tmp_path / "old"))
+    await before.start()
+    await before.stop()
+    caplog.set_level(logging.INFO, logger="pynamesrv")
+    ns = controller(stateDir=str(tmp_path / "state"), rocketmqHome=str(java_home))
+    await ns.start()
+    await ns.stop()
+    [line] = state_lines(caplog)
+    assert line.levelno == logging.WARNING
+    assert line.getMessage().endswith(
+        f"this instance's journal is at {java_home / 'journal' / 'state-ns_9876'}, where "
+        f"versions before stateDir put it (<rocketmqHome>/journal): set journalDir="
+        f"{java_home / 'journal'} to recover from it"
+    )
