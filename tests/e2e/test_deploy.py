@@ -383,7 +383,7 @@ def systemd_deployment() -> Deployment:
     argv = shlex.split(exec_start)
     assert argv[0] == "/opt/pynamesrv/bin/pynamesrv"
     config = argv[argv.index("-c") + 1]
-    assert f"deploy/namesrv.properties {Path(config).parent}/" in text  # the install line
+    assert f"deploy/namesrv.properties {config} " in text  # the install line of the header
     assert service["ProtectSystem"] == ["strict"]  # all read-only but what is named below
     writable = [f"/var/lib/{name}" for name in service.get("StateDirectory", [])]
     writable += [f"/run/{name}" for name in service.get("RuntimeDirectory", [])]
@@ -450,6 +450,10 @@ def serves_with_read_only_config(deployment: Deployment, tmp_path: Path) -> tupl
     updateNamesrvConfig with the documented "persist failed". Returns what its address
     service answered."""
     config = deployment.argv[deployment.argv.index("-c") + 1]
+    # Finding 2: the deployment names where its state goes, never a default it inherits.
+    assert "--state-dir" in deployment.argv or re.search(
+        r"^stateDir=/", deployment.files[config], re.MULTILINE
+    )
     with deployed.run(deployment, tmp_path) as running:
         put = asyncio.run(call(running.port, requests.put_kv_config("ns", "k", "v")))
         update = asyncio.run(

@@ -237,8 +237,9 @@ def test_make_dist_wheel_and_sdist_install_in_fresh_venvs_and_serve(tmp_path: Pa
     root = sdist.name.removesuffix(".tar.gz")
     for shipped in ("setup.py", "deploy/namesrv.properties", "deploy/pynamesrv.service"):
         assert f"{root}/{shipped}" in members, shipped
-    example = tmp_path / "namesrv.properties"  # the unit's /etc/pynamesrv file
-    shutil.copy2(checkout / "deploy" / "namesrv.properties", example)
+    example = tmp_path / "namesrv.properties"  # the unit's /etc/pynamesrv file, its
+    shipped = (checkout / "deploy" / "namesrv.properties").read_text()  # state under tmp_path
+    example.write_text(shipped.replace("=/var/lib/", f"={tmp_path}/var/lib/"))
     for name, artifact in (("wheel", wheel), ("sdist", sdist)):
         venv = tmp_path / f"venv-{name}"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -283,18 +284,24 @@ def test_no_install_line_asks_pypi_for_pynamesrv() -> None:
                 assert not wrong.search(line), f"{path.relative_to(REPO)}:{number}: {line}"
 
 
-def test_systemd_header_installs_from_the_checkout_and_the_shipped_example() -> None:
+def test_systemd_header_installs_from_the_checkout_and_the_shipped_example(
+    tmp_path: Path,
+) -> None:
     header = [
         line.removeprefix("#").strip()
         for line in (REPO / "deploy" / "pynamesrv.service").read_text().splitlines()
         if line.startswith("#")
     ]
     assert any(line.endswith("/opt/pynamesrv/bin/pip install .") for line in header), header
-    [installs] = [line for line in header if line.startswith("install -o")]
-    source = installs.split()[-2]
-    assert (REPO / source).is_file(), source  # deploy/namesrv.properties
+    [installs] = [line for line in header if line.startswith("install ") and ".properties" in line]
+    source = REPO / next(word for word in installs.split() if word.startswith("deploy/"))
+    assert source.is_file(), source  # deploy/namesrv.properties
+    # -p checks what a start checks, the state directory's place included: here under
+    # tmp_path (/var/lib is not this test's to write).
+    config = tmp_path / "namesrv.properties"
+    config.write_text(source.read_text().replace("=/var/lib/", f"={tmp_path}/var/lib/"))
     checked = subprocess.run(
-        [str(ENTRY_POINT), "serve", "-c", str(REPO / source), "-p"],
+        [str(ENTRY_POINT), "serve", "-c", str(config), "-p"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert checked.returncode == 0, checked.stderr
