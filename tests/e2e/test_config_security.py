@@ -59,6 +59,8 @@ PATH_KEY_UPDATES = [
     "configStorePath={evil}/namesrv.properties",
     "kvConfigPath={evil}/kvConfig.json",
     "rocketmqHome={evil}",
+    "stateDir={evil}",
+    "journalDir={evil}/journal",
     "configBlackList=",
     "kvConfigPath=../../evil.json",
     "orderMessageEnable=true\nconfigStorePath={evil}/sneaky.properties",
