@@ -50,8 +50,10 @@ def own_network() -> list[str]:
 @pytest.mark.timeout(1200)
 def test_every_readme_block_that_can_run_here_works(tmp_path: Path) -> None:
     started = time.time()
+    workdir = tmp_path / "readme"
+    workdir.mkdir()
     result = subprocess.run(
-        [*own_network(), sys.executable, str(RUNNER), "run", str(tmp_path)],
+        [*own_network(), sys.executable, str(RUNNER), "run", str(workdir)],
         capture_output=True, text=True, timeout=1100,
     )  # fmt: skip
     print(result.stdout)  # the blocks run and skipped, and what each command did
@@ -60,7 +62,7 @@ def test_every_readme_block_that_can_run_here_works(tmp_path: Path) -> None:
     skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped ")]
     assert len(ran) == sum(1 for b in blocks() if b.skip is None) and skipped
     # The Connect server wrote its log where the README said, and nothing into the venv.
-    [log] = (tmp_path / "home" / "spark-connect" / "log").glob("*.out")
+    [log] = (workdir / "home" / "spark-connect" / "log").glob("*.out")
     assert "Spark Connect server started at: 127.0.0.1:15002" in log.read_text()
     import pyspark
 
