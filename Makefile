@@ -1,4 +1,5 @@
 # Two commands matter: `make run` and `make test`. Both create .venv when it is missing.
+# `make pipeline` / `make tls`: add that extra to .venv, the checkout still installed editable.
 # `make dist`: the sdist and a wheel built from it in dist/, for `pip install dist/...whl`.
 ARGS ?=
 PYTHON ?= python3
@@ -9,7 +10,10 @@ C_SOURCES := src/pynamesrv/namesrv/_fastpath.c src/pynamesrv/namesrv/_routed.c
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench docs dist clean
+# The extras a user adds to the checkout's .venv (`make pipeline`, `make tls`).
+EXTRAS := pipeline tls
+
+.PHONY: run test lint bench docs dist clean $(EXTRAS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +28,14 @@ $(VENV)/.installed-run: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 $(VENV)/.installed-test: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,peers,pipeline]'
 	touch $@
+
+# Editable, as `make run` installs the checkout: `pip install '.[pipeline]'` would replace
+# that install with a copy, and later edits in the checkout would be silently ignored.
+$(EXTRAS:%=$(VENV)/.installed-%): $(VENV)/.installed-%: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[$*]'
+	touch $@
+
+$(EXTRAS): %: $(VENV)/.installed-%
 
 $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error

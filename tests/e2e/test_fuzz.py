@@ -19,14 +19,20 @@ What must hold, and why the bound is what it is:
   registrations that inflate to 128 and 256 MiB (seed 5 holds five of them): a server that
   inflates them whole goes far past the bound, one that stops at a ceiling stays under it.
 
-The seed is fixed so that every run sends the same frames. ``pynamesrv fuzz --seed 5
---frames 20000 --bomb-max-mib 256 --max-rss-mib 256`` replays the run by hand.
+The seed is fixed so that every run sends the same frames, mutated from the golden corpora
+(recorded Java traffic, in ../shared). ``pynamesrv fuzz --seed 5 --frames 20000
+--bomb-max-mib 256 --max-rss-mib 256 --corpus ../shared/golden --corpus ../shared/golden-5x``
+replays the run by hand. The shorter runs below use the built-in seeds, as ``pynamesrv fuzz``
+does from a fresh clone or an install.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +40,15 @@ from typing import Any
 
 import pytest
 
+from conformance.golden import golden_5x_dir, golden_dir
+from pynamesrv.namesrv.controller import NamesrvController
+from pynamesrv.remoting.codec import decode_frame_payload
+from pynamesrv.remoting.codes import ResponseCode
 from pynamesrv.simulate.fuzz import FuzzConfig, Limits, RunOptions, make_forge, run_fuzz
+from pynamesrv.simulate.fuzz.builtin import builtin_seeds
+from waiting import GUARD_S
+
+REPO = Path(__file__).resolve().parents[2]
 
 FRAMES = 20_000
 SEED = 5
@@ -61,6 +75,7 @@ async def test_server_survives_a_bounded_fuzz_run(tmp_path: Path) -> None:
         seed=SEED,
         run=RunOptions(frames=FRAMES, batch=500, connections=4, max_rss_mib=RSS_BOUND_MIB),
         limits=Limits(bomb_max=256 * MIB),
+        corpus_dirs=[golden_dir(), golden_5x_dir()],
         workdir=tmp_path / "server",
     )
     summary = await run_fuzz(config)
@@ -91,6 +106,7 @@ def test_fuzz_command_reports_in_json_and_exits_by_the_outcome(tmp_path: Path) -
     summary = json.loads(result.stdout)
     assert summary["frames"] == 300 and summary["checks"]["done"] == 3
     assert summary["config"]["seed"] == 3
+    assert summary["config"]["corpus"] == "builtin" and summary["config"]["seeds"] > 30
     assert summary["server"]["exit_status"] == 0  # stopped by the fuzzer, cleanly
     assert (tmp_path / "server" / "server.log").read_text().count("boot success") == 1
     assert result.returncode == (1 if summary["failed"] else 0), result.stderr
@@ -108,3 +124,55 @@ def test_fuzz_show_prints_the_frames_the_run_sends() -> None:
         title, data = lines[2 * n], lines[2 * n + 1]
         assert title.startswith(f"frame {index} of seed 9: {mutant.mutator} of {mutant.seed_label}")
         assert base64.b64decode(data) == mutant.data
+
+
+def installed_elsewhere(tmp_path: Path) -> dict[str, str]:
+    """The package copied where no ../shared lies beside it, as a wheel or a fresh clone has
+    it; the environment that runs it (no PYNAMESRV_SHARED, no path to this checkout)."""
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "src" / "pynamesrv", site / "pynamesrv")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYNAMESRV_SHARED")}
+    return {**env, "PYTHONPATH": str(site)}
+
+
+def test_fuzz_needs_no_corpus_outside_the_package(tmp_path: Path) -> None:
+    """Its seeds ship with the code: frame i of seed s is the same bytes there as here."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pynamesrv", "fuzz", "--seed", "9", "--show", "17"],
+        capture_output=True, text=True, env=installed_elsewhere(tmp_path), cwd=tmp_path,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    title, data = result.stdout.splitlines()
+    mutant = make_forge(FuzzConfig(seed=9)).mutant(17)
+    assert title.startswith(f"frame 17 of seed 9: {mutant.mutator} of builtin/")
+    assert base64.b64decode(data) == mutant.data
+
+
+def test_a_corpus_without_frames_is_named_in_the_error(tmp_path: Path) -> None:
+    empty = tmp_path / "my-corpus"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a corpus\n")
+    result = subprocess.run(
+        [ENTRY_POINT, "fuzz", "--seed", "1", "--frames", "10", "--corpus", str(empty)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: no seed frames in {empty}:"), line
+    assert "*.jsonl" in line  # what a corpus directory must hold
+
+
+async def test_the_server_takes_every_builtin_seed_as_it_is(namesrv: NamesrvController) -> None:
+    """A mutant starts from a request the server answers with SUCCESS (registrations first,
+    so the later requests find their broker and topics), not from one it refuses already."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", namesrv.port)
+    try:
+        for seed in builtin_seeds():
+            writer.write(seed.raw)
+            length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), GUARD_S))
+            answer = decode_frame_payload(await reader.readexactly(length))
+            assert answer.is_response and answer.opaque == seed.header["opaque"], seed.label
+            assert answer.code == ResponseCode.SUCCESS, (seed.label, answer.code, answer.remark)
+    finally:
+        writer.close()

@@ -315,4 +315,4 @@ def test_shell_completion_as_the_readme_documents_it(
            "COMP_CWORD": str(cword)}  # fmt: skip
     assert run(env=env).stdout.splitlines() == expected
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "_PYNAMESRV_COMPLETE=bash_source pynamesrv" in readme
+    assert "_PYNAMESRV_COMPLETE=bash_source .venv/bin/pynamesrv" in readme

@@ -1,4 +1,4 @@
-"""``pynamesrv fuzz``: throw mutated golden frames at a name server and check it survives.
+"""``pynamesrv fuzz``: throw mutated requests at a name server and check it survives.
 
 The options map onto ``pynamesrv.simulate.fuzz.FuzzConfig``. Without ``--target`` the
 fuzzer starts its own server (``pynamesrv serve`` in a temporary directory) so that it can
@@ -103,8 +103,8 @@ async def _main(config: FuzzConfig, echo_progress: Any) -> dict[str, Any]:
     "corpus_dirs",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory of *.jsonl corpus files (repeatable; default "
-    "$PYNAMESRV_SHARED/golden and golden-5x).",
+    help="Directory of *.jsonl files of recorded frames to mutate instead of the built-in "
+    "seeds (repeatable), e.g. the golden corpora ../shared/golden and ../shared/golden-5x.",
 )
 @click.option(
     "--mutators",
@@ -197,7 +197,7 @@ def fuzz(
     show: tuple[int, ...],
     no_progress: bool,
 ) -> None:
-    """Fuzz a name server with mutated golden frames."""
+    """Fuzz a name server with mutated requests (built-in seeds, or --corpus frames)."""
     if seed is None:
         if show:
             raise click.UsageError("--show needs the --seed of the run")
@@ -227,7 +227,10 @@ def fuzz(
     if corpus_dirs:
         config.corpus_dirs = list(corpus_dirs)
     if show:
-        _show(config, show)
+        try:
+            _show(config, show)
+        except ValueError as exc:  # a corpus without seed frames
+            raise click.ClickException(str(exc)) from exc
         return
     to_stdout = json_path is not None and str(json_path) == "-"
     out = sys.stderr if to_stdout else sys.stdout

@@ -19,7 +19,7 @@ SUBCOMMANDS: Final = {
     "admin": ("pynamesrv.cli.admin", "admin", "mqadmin-compatible name-server administration."),
     "journal": ("pynamesrv.cli.journal", "journal", "Read the route-change journal."),
     "simulate": ("pynamesrv.cli.simulate", "simulate", "Simulate brokers, clients and chaos."),
-    "fuzz": ("pynamesrv.cli.fuzz", "fuzz", "Fuzz a name server with mutated golden frames."),
+    "fuzz": ("pynamesrv.cli.fuzz", "fuzz", "Fuzz a name server with mutated requests."),
     "pipeline": ("pynamesrv.cli.pipeline", "pipeline", "Analyse journals with PySpark."),
 }
 

@@ -1,4 +1,5 @@
-"""Seed frames: the requests of the golden corpora, real traffic of Java 4.9.4 and 5.2.0.
+"""Seed frames read from corpus files: recorded traffic such as the golden corpora of Java
+4.9.4 and 5.2.0 (``--corpus DIR``); ``builtin`` makes the seeds used without one.
 
 Mutating real frames reaches deeper than random bytes: most mutants still look like a
 broker registration or an mqadmin request in every byte but one, so they pass the framing
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +23,6 @@ from pynamesrv.simulate.fuzz.wire import (
     decode_rocketmq_header,
     split,
 )
-
-# Sub-directories of the shared directory that hold corpora (jsonl files of frames).
-CORPUS_DIRS = ("golden", "golden-5x")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +39,6 @@ class Seed:
     @property
     def code(self) -> int:
         return int(self.header.get("code") or 0)
-
-
-def default_corpus_dirs() -> list[Path]:
-    """``$PYNAMESRV_SHARED/{golden,golden-5x}``; without the variable, the ``shared``
-    directory next to the checkout this package runs from (as the conformance tests find it)."""
-    env = os.environ.get("PYNAMESRV_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[5] / "shared"
-    return [shared / name for name in CORPUS_DIRS]
 
 
 def load_seeds(directories: Iterable[Path]) -> list[Seed]:
@@ -72,7 +61,11 @@ def load_seeds(directories: Iterable[Path]) -> list[Seed]:
 def _seed(scenario: str, record: dict[str, Any]) -> Seed | None:
     if record.get("dir") != "c2s" or record.get("incomplete") or record.get("malformed"):
         return None
-    raw = base64.b64decode(record["frame_b64"])
+    return seed_from_frame(f"{scenario}#{record['seq']}", base64.b64decode(record["frame_b64"]))
+
+
+def seed_from_frame(label: str, raw: bytes) -> Seed | None:
+    """A seed of one whole request frame; None when it is no request with a readable header."""
     try:
         parts = split(raw)
         if parts.serialize == SERIALIZE_JSON:
@@ -86,7 +79,7 @@ def _seed(scenario: str, record: dict[str, Any]) -> Seed | None:
     if not isinstance(header, dict) or int(header.get("flag") or 0) & FLAG_RESPONSE:
         return None
     return Seed(
-        label=f"{scenario}#{record['seq']}",
+        label=label,
         raw=raw,
         serialize=parts.serialize,
         header_raw=parts.header,

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pynamesrv.simulate.fuzz.corpus import default_corpus_dirs, load_seeds
+from pynamesrv.simulate.fuzz.builtin import builtin_seeds
+from pynamesrv.simulate.fuzz.corpus import Seed, load_seeds
 from pynamesrv.simulate.fuzz.mutators import FrameForge, Limits
 from pynamesrv.simulate.fuzz.runner import FuzzRun, ProgressSink, RunOptions
 from pynamesrv.simulate.fuzz.target import ServerProcess
@@ -23,14 +24,39 @@ class FuzzConfig:
     run: RunOptions = field(default_factory=RunOptions)
     limits: Limits = field(default_factory=Limits)
     mutators: list[str] | None = None
-    corpus_dirs: list[Path] = field(default_factory=default_corpus_dirs)
+    # Directories of recorded frames (*.jsonl); empty: the built-in seeds, which ship with
+    # the code (so a run works from any install and sends the same frames everywhere).
+    corpus_dirs: list[Path] = field(default_factory=list)
     target: tuple[str, int] | None = None  # None: start a server here
     workdir: Path | None = None  # kept; None: a temporary one, kept only if the run failed
     server_log_level: str = "INFO"
 
 
+def load_corpus(directories: list[Path]) -> list[Seed]:
+    """The seeds of ``directories``, or the built-in ones when none is given. A directory
+    list without a single request is an error naming the directories, not a silent run of
+    other frames."""
+    if not directories:
+        return builtin_seeds()
+    seeds = load_seeds(directories)
+    if not seeds:
+        names = ", ".join(str(d) for d in directories)
+        raise ValueError(
+            f"no seed frames in {names}: a corpus directory holds *.jsonl files of recorded "
+            "frames (one JSON object per line with dir, seq and frame_b64, as ../shared/golden "
+            "does); without --corpus the built-in seeds are used"
+        )
+    return seeds
+
+
+def corpus_name(directories: list[Path]) -> str:
+    """What the seeds of a run are, for its summary: "builtin" or the directories."""
+    return ", ".join(str(d) for d in directories) if directories else "builtin"
+
+
 def make_forge(config: FuzzConfig) -> FrameForge:
-    return FrameForge(load_seeds(config.corpus_dirs), config.seed, config.limits, config.mutators)
+    seeds = load_corpus(config.corpus_dirs)
+    return FrameForge(seeds, config.seed, config.limits, config.mutators)
 
 
 async def run_fuzz(
@@ -77,6 +103,7 @@ async def run_fuzz(
         "flood_max_mib": config.limits.flood_max >> 20,
         "max_frame_length": config.limits.max_frame_length,
         "target": f"{host}:{port}" if config.target else None,
+        "corpus": corpus_name(config.corpus_dirs),
         "seeds": len(forge.context.seeds),
     }
     if server is not None:
