@@ -428,8 +428,10 @@ def test_divergence_rows_are_well_formed(small) -> None:
                 assert row["end_ts"] <= stop or row["start_ts"] >= start
 
 
-def test_topic_distribution_arithmetic(small) -> None:
+def test_topic_distribution_arithmetic(small, lines) -> None:
     _, truth = small
+    end = max(record["ts"] for _, _, record in lines)  # the end of the data: one instant
+    assert {row["at_ts"] for row in truth.topic_distribution} == {end}
     for row in truth.topic_distribution:
         assert row["brokers"] >= 1
         assert row["mean_queues_per_broker"] * row["brokers"] == pytest.approx(row["write_queues"])

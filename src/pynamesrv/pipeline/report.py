@@ -109,6 +109,7 @@ def collect_report_data(
             F.count(F.lit(1)).alias("topics"),
             F.sum(F.col("single_broker").cast("int")).alias("single"),
             F.max("skew").alias("max_skew"),
+            F.max("at_ts").alias("topics_at"),
         ),
         latency.agg(
             F.count(F.lit(1)).alias("removals"),
@@ -191,6 +192,8 @@ def collect_report_data(
         "divergence_intervals": one_row["intervals"] or 0,
         "divergence_seconds": one_row["seconds"] or 0.0,
         "topics": one_row["topics"] or 0,
+        # the end of the data, the instant topic_distribution describes (one for all)
+        "topics_at": one_row["topics_at"] if one_row["topics_at"] is not None else hi,
         "single_broker_topics": one_row["single"] or 0,
         "max_skew": one_row["max_skew"],
     }
@@ -270,7 +273,7 @@ def render_report(data: dict[str, Any]) -> str:
         _latency(data["latency_stats"], data["latency_hist"]),
         _exposure(data["top_exposure"]),
         _divergence(data["divergence"], lo, hi),
-        _skew(data["skew_hist"], data["top_skew"]),
+        _skew(data["skew_hist"], data["top_skew"], head.get("topics_at")),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -314,7 +317,7 @@ def _headline(head: dict[str, Any]) -> str:
             f"{count(head['divergence_intervals'], 'interval')}, "
             f"{duration(head['divergence_seconds'])}",
         ),
-        ("topics", count(head["topics"], "topic")),
+        ("topics at the end of the data", count(head["topics"], "topic")),
         ("single-broker topics", count(head["single_broker_topics"], "topic")),
         ("max queue skew", ratio(head["max_skew"])),
     ]
@@ -497,10 +500,16 @@ TOP_SKEW_BAD: Final = (
 )
 
 
-def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
+def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]], at: int | None) -> str:
     title = "<h2>Queue skew</h2>"
+    scope = (
+        f"The routes each name server answered at the end of the data, {when(at)} UTC (its "
+        "last snapshot and every change journaled after it)"
+    )
     if not hist:
-        return title + _empty("No snapshot in the data.", SKEW_GOOD, SKEW_BAD)
+        return title + _empty(
+            f"{scope}: no topic had a route on any name server.", SKEW_GOOD, SKEW_BAD
+        )
     labels = _bin_labels(SKEW_BINS, "")
     series: dict[str, list[int]] = {}
     for h in hist:
@@ -529,8 +538,8 @@ def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
         color="#f58518",
     )
     return (
-        title + '<p class="note">Topics per skew bin, by instance; then the most skewed '
-        "topics.</p>"
+        title + f'<p class="note">{esc(scope)}: topics per skew bin, by instance; then the '
+        "most skewed topics.</p>"
         + _figure(histogram, SKEW_GOOD, SKEW_BAD)
         + _figure(bars, TOP_SKEW_GOOD, TOP_SKEW_BAD)
     )
