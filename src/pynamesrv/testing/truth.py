@@ -392,11 +392,13 @@ def _diverge(cluster: str, a: InstanceLog, b: InstanceLog) -> list[Row]:
             else:
                 diff.discard(addr)
         now_active = bool(diff) and running[0] > 0 and running[1] > 0
-        if now_active and not active:
-            start_ts = ts
-            only_a = sorted(x for x in diff if live[0].get(x, 0) > 0)
-            only_b = sorted(x for x in diff if live[1].get(x, 0) > 0)
-        elif active and not now_active:
+        if now_active:  # every address that differs at any moment of the interval
+            if not active:
+                start_ts = ts
+                only_a, only_b = [], []
+            only_a = sorted({*only_a, *(x for x in diff if live[0].get(x, 0) > 0)})
+            only_b = sorted({*only_b, *(x for x in diff if live[1].get(x, 0) > 0)})
+        elif active:
             rows.append(
                 {
                     "cluster": cluster,
