@@ -493,7 +493,9 @@ SKEW_BAD: Final = (
     "topics further right: their busiest broker holds that multiple of an even share of the "
     "write queues, and takes that much more of the producers' messages."
 )
-TOP_SKEW_GOOD: Final = "bars at 1.00×: every broker of the topic has the same write queues."
+TOP_SKEW_GOOD: Final = (
+    "no bars, the axis starts at 1.00× (even): every broker of the topic has the same write queues."
+)
 TOP_SKEW_BAD: Final = (
     "long bars: the topic's busiest broker gets that multiple of an even share of its "
     "messages, and is the first to run out of disk or throughput."
@@ -535,6 +537,7 @@ def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]], at: int | None)
         y_title="topic @ name server",
         x_title="skew: max / mean write queues per broker (×)",
         value_text=ratio,
+        origin=1.0,  # even: no bar
         color="#f58518",
     )
     return (
