@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.charts import (
@@ -128,7 +128,7 @@ def collect_report_data(
                 F.percentile_approx("latency_s", [0.5, 0.9, 0.99]).alias("p"),
                 F.max("latency_s").alias("max"),
             ),
-            order=[F.col("reason")],
+            order=[("reason", False)],
         ),
         _listed(
             "latency_hist",
@@ -141,7 +141,7 @@ def collect_report_data(
                 F.sum("stale_seconds").alias("stale_s"),
                 F.sum("queries").alias("queries"),
             ),
-            order=[F.col("exposed").desc(), F.col("stale_s").desc(), F.col("ns"), F.col("topic")],
+            order=[("exposed", True), ("stale_s", True), ("ns", False), ("topic", False)],
             limit=TOP_TOPICS,
         ),
         _listed(
@@ -159,7 +159,7 @@ def collect_report_data(
             distribution.select(
                 "ns", "topic", "skew", "brokers", "write_queues", "max_queues_per_broker"
             ),
-            order=[F.col("skew").desc(), F.col("ns"), F.col("topic")],
+            order=[("skew", True), ("ns", False), ("topic", False)],
             limit=TOP_TOPICS,
         ),
     ]
@@ -214,17 +214,30 @@ _ORDER: Final = "_order"
 
 
 def _listed(
-    name: str, frame: DataFrame, order: Sequence[Column] = (), limit: int | None = None
+    name: str,
+    frame: DataFrame,
+    order: Sequence[tuple[str, bool]] = (),
+    limit: int | None = None,
 ) -> DataFrame:
     """``frame``'s rows as the one array column ``name`` of a one-row frame; in ``order``
-    (numbered first, so the array sorts by it) and only the first ``limit`` when given."""
+    ((column, descending) pairs; descending ones numeric) and only the first ``limit`` when
+    given.
+
+    No window: a row number over the whole frame is a window without a partition, which
+    Spark runs in one partition and warns about on every run (a Connect server's log, a
+    cluster driver's). The first ``limit`` rows are a global sort's (Spark takes them
+    ordered, per partition then merged); the array is sorted by a key that orders
+    ascending as ``order`` does."""
     columns = [F.col(c) for c in frame.columns]
     if not order:
         return frame.agg(F.collect_list(F.struct(*columns)).alias(name))
-    numbered = frame.withColumn(_ORDER, F.row_number().over(Window.orderBy(*order)))
     if limit is not None:
-        numbered = numbered.where(F.col(_ORDER) <= limit)
-    return numbered.agg(F.sort_array(F.collect_list(F.struct(_ORDER, *columns))).alias(name))
+        sort = [F.col(c).desc() if descending else F.col(c).asc() for c, descending in order]
+        frame = frame.orderBy(*sort).limit(limit)
+    key = F.struct(*[(-F.col(c) if descending else F.col(c)).alias(c) for c, descending in order])
+    return frame.agg(
+        F.sort_array(F.collect_list(F.struct(key.alias(_ORDER), *columns))).alias(name)
+    )
 
 
 def _unlisted(rows: Sequence[Any]) -> list[dict[str, Any]]:
