@@ -85,7 +85,7 @@ from pynamesrv.pipeline.store import (
     ingest,
     read_store,
 )
-from pynamesrv.pipeline.tables import read_version
+from pynamesrv.pipeline.tables import published_paths, read_version
 
 __all__ = [
     "COLUMNS",
@@ -304,7 +304,9 @@ def check_shared(
 
 @dataclass
 class PipelineResult:
-    """What a run did, for the CLI summary, the benchmark and the tests."""
+    """What a run did, for the CLI summary, the benchmark and the tests. ``out`` and
+    ``report`` are absolute URIs (``file:/…`` for a plain path): what a reader, a Connect
+    server included, reads as named."""
 
     out: str
     events: int  # journal lines that are events, all history published
@@ -453,12 +455,12 @@ def run_pipeline(
         if not changed and not whole:
             totals = (manifest or {}).get("totals") or {}
             return PipelineResult(
-                out=given,
+                out=out,
                 events=int(totals.get("events") or 0),
                 instances=int(totals.get("instances") or 0),
                 rows={},
                 timings=timings,
-                report=join_path(given, (manifest or {}).get("report") or REPORT),
+                report=join_path(out, (manifest or {}).get("report") or REPORT),
                 headline=(manifest or {}).get("headline") or {},
                 malformed=int(totals.get("malformed") or 0),
                 invalid=int(totals.get("invalid") or 0),
@@ -511,8 +513,8 @@ def run_pipeline(
             lambda: retain(files, out, run_id, keep),
             lambda removed: f"{len(removed):,} old version(s) removed, {keep} manifest(s) kept",
         )
-        result.out = given
-        result.report = join_path(given, report_name(run_id))
+        result.out = out
+        result.report = join_path(out, report_name(run_id))
         result.ingested = len(new)
         result.start = start
         result.timings = timings
@@ -756,6 +758,12 @@ def _compute_and_publish(
         "tables": tables,
         "report": report,
         "headline": data["headline"],
+    }
+    # The same, as absolute URIs, for readers of the file in any language (the relative
+    # names above stay valid when OUT is copied elsewhere).
+    manifest["paths"] = {
+        "out": output.out,
+        **published_paths(output.out, {**manifest, "run": run_id}),
     }
 
     def publish() -> None:
