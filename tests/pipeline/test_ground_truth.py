@@ -99,8 +99,8 @@ def test_report_is_one_self_contained_page(
 ) -> None:
     _, truth = stopped
     out, result, _ = job
-    assert result.report == str(out / f"report-{result.run_id}.html")
-    page = Path(result.report).read_text()
+    assert result.report == f"file:{out}/report-{result.run_id}.html"
+    page = (out / f"report-{result.run_id}.html").read_text()
     # report.html, rewritten by every run, sends the browser to the newest report
     assert f'url=report-{result.run_id}.html"' in (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
