@@ -201,7 +201,8 @@ class Derived:
         raise KeyError(name)
 
     def tables(self) -> dict[str, DataFrame]:
-        """All six, lazily (nothing runs until an action)."""
+        """All six, lazily (nothing runs until an action) but topic_distribution, whose
+        routes are replayed on the driver: building it runs two small queries."""
         return {name: self.table(name) for name in TABLES}
 
     def exposure(self, heartbeat_interval_s: float) -> DataFrame:
