@@ -53,8 +53,12 @@ def environment(**extra: str) -> dict[str, str]:
     return {**env, "PATH": os.pathsep.join(path), "PYTHONPATH": str(SRC), **extra}
 
 
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S)
+def run(
+    args: list[str], env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=RUN_LIMIT_S
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 

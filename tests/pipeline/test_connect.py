@@ -5,14 +5,17 @@ DataFrame's Java side (``_jdf``) do not exist there. The scan below fails when a
 py4j itself) is named in the job or its CLI. The other tests start a Connect server from the
 installed PySpark (``connect_server.py``; marked ``spark_connect``, deselect with
 ``-m 'not spark_connect'``) and run the installed ``pynamesrv`` against it, each command in
-its own process as an operator runs it: every published table must equal the generator's
-ground truth, and routes-at must print what it prints on a classic session.
+its own process as an operator runs it: the README's Connect and reading examples run as
+written, from another directory than the server's, every published table must equal the
+generator's ground truth, and routes-at must print what it prints on a classic session.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,8 +80,46 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GroundTruth]:
-    root = tmp_path_factory.mktemp("connect-journal")
+    """``<dir>/journal``, where the README's examples expect it."""
+    root = tmp_path_factory.mktemp("connect") / "journal"
     return root, generate(root, brokers=12, instances=2, hours=2, seed=4)
+
+
+README = SRC.parent / "README.md"
+README_SERVER = "sc://localhost:15002"  # the server the README's examples name
+
+
+def readme_blocks(lead: str) -> list[tuple[str, str]]:
+    """(language, code) of the fenced blocks in the README's paragraph that opens with
+    ``**lead**``, up to the next paragraph that opens in bold."""
+    text = README.read_text()
+    start = text.index(f"\n**{lead}**")
+    end = text.find("\n**", start + 1)
+    return re.findall(r"```(\w+)\n(.*?)```", text[start : end if end > 0 else None], re.S)
+
+
+def readme_commands(blocks: list[tuple[str, str]], url: str) -> list[list[str]]:
+    """The ``pynamesrv pipeline run`` / ``tables`` lines of the shell blocks that work on
+    this machine (local paths, the README's local server as ``url``), argv as a shell splits
+    them, run by this checkout's ``pynamesrv``."""
+    commands = []
+    for language, code in blocks:
+        if language != "sh":
+            continue
+        for line in code.replace("\\\n", " ").splitlines():
+            args = shlex.split(line.replace(README_SERVER, url), comments=True)
+            local = not any("://" in a and not a.startswith(url) for a in args)
+            wanted = bool(args) and Path(args[0]).name == "pynamesrv" and args[1:3] in (
+                ["pipeline", "run"],
+                ["pipeline", "tables"],
+            )
+            if wanted and local:
+                commands.append([str(VENV_BIN / "pynamesrv"), *args[1:]])
+    return commands
+
+
+def readme_python(blocks: list[tuple[str, str]], url: str) -> str:
+    return "\n".join(code.replace(README_SERVER, url) for lang, code in blocks if lang == "python")
 
 
 @pytest.mark.spark_connect
@@ -98,27 +139,43 @@ def test_the_job_session_works_over_spark_connect(server: ConnectServer) -> None
 
 
 @pytest.mark.spark_connect
-def test_pipeline_run_over_spark_connect_publishes_the_ground_truth(
+def test_the_readme_examples_run_over_spark_connect_and_publish_the_ground_truth(
     spark: SparkSession,
     server: ConnectServer,
     deployment: tuple[Path, GroundTruth],
-    tmp_path: Path,
 ) -> None:
+    """The README's Connect and reading examples, as written (the local ones), run in a
+    directory that is not the server's: relative paths the server resolved against its own
+    directory failed with PATH_NOT_FOUND (issue 34). Every table equals the ground truth,
+    and the server logged no warning about a window without a partition."""
     journal, truth = deployment
-    out = tmp_path / "out"
-    result = run(
-        [str(VENV_BIN / "pynamesrv"), "pipeline", "run", "--remote", server.url,
-         "--journal", str(journal), "--out", str(out)],
-        environment(),
-    )  # fmt: skip
-    assert f"on {server.url} (Spark Connect, master local[2])" in result.stderr
+    here, out = journal.parent, journal.parent / "analysis"
+    connect, reading = readme_blocks("On Spark Connect."), readme_blocks("Reading the tables.")
+    commands = readme_commands(connect, server.url) + readme_commands(reading, server.url)
+    assert [c[1:3] for c in commands] == [["pipeline", "run"], *[["pipeline", "tables"]] * 3]
+    printed = [run(command, environment(), here) for command in commands]
+    assert f"on {server.url} (Spark Connect, master local[2])" in printed[0].stderr
+    assert f"report: file:{out}/report-" in printed[0].stdout
     assert_published_truth(spark, out, truth)
+    paths = printed[1].stdout.split()
+    assert paths and all(p.startswith(f"file:{out}/topic_distribution/") for p in paths)
+    assert f'"basePath": "file:{out}/broker_sessions"' in printed[3].stdout
+    shown = run(
+        [str(VENV_BIN / "python"), "-c", readme_python(connect + reading, server.url)],
+        environment(),
+        here,
+    )
+    assert "at_ts" in shown.stdout and "avg(routed_fraction)" in shown.stdout
     again = run(  # SPARK_REMOTE, as pyspark reads it
-        [str(VENV_BIN / "pynamesrv"), "pipeline", "run", "--journal", str(journal),
-         "--out", str(out)],
+        [str(VENV_BIN / "pynamesrv"), "pipeline", "run", "--journal", "journal",
+         "--out", "analysis"],
         environment(SPARK_REMOTE=server.url),
+        here,
     )  # fmt: skip
     assert "nothing new" in again.stderr
+    log = server.log.read_text()
+    assert " INFO " in log  # the server logs its warnings: none about the job's windows
+    assert "No Partition Defined" not in log
 
 
 @pytest.mark.spark_connect

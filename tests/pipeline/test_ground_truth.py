@@ -2,7 +2,8 @@
 
 Two small deployments (12 brokers, 2 instances, 2 h): one ends with both instances stopped
 and goes through the whole job (Parquet and report.html), the other leaves them running so
-that sessions are still open at the end of the data.
+that sessions are still open at the end of the data, and a broker group leaves after the
+last snapshot of every instance (the routes at the end are not a snapshot's).
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from pynamesrv.namesrv import recovery
+from pynamesrv.namesrv.journal import instance_dir_name
+from pynamesrv.pipeline.charts import when
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, PipelineResult, run_pipeline
+from pynamesrv.pipeline.report import collect_report_data
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.tables import current_tables
 from pynamesrv.testing import GroundTruth, generate
@@ -33,12 +38,18 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GroundTruth
 @pytest.fixture(scope="module")
 def still_running(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Derived, GroundTruth]]:
+) -> Iterator[tuple[Derived, GroundTruth, Path]]:
     root = tmp_path_factory.mktemp("running")
     truth = generate(root, **SMALL, seed=2, stop_at_end=False)  # type: ignore[arg-type]
     derived = Derived.of(read_journal(spark, [str(root / "*")]), truth.params["heartbeat_s"])
-    yield derived, truth
+    yield derived, truth, root
     derived.release()
+
+
+def end_of_data(truth: GroundTruth) -> int:
+    """The one instant every topic_distribution row describes."""
+    [at] = {row["at_ts"] for row in truth.topic_distribution}
+    return int(at)
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +94,13 @@ def test_job_writes_every_table_equal_to_the_ground_truth(
     assert {"expired", "server_stopped"} <= {r["end_reason"] for r in recovered}
 
 
-def test_report_is_one_self_contained_page(job: tuple[Path, PipelineResult, list[str]]) -> None:
+def test_report_is_one_self_contained_page(
+    stopped: tuple[Path, GroundTruth], job: tuple[Path, PipelineResult, list[str]]
+) -> None:
+    _, truth = stopped
     out, result, _ = job
-    assert result.report == str(out / f"report-{result.run_id}.html")
-    page = Path(result.report).read_text()
+    assert result.report == f"file:{out}/report-{result.run_id}.html"
+    page = (out / f"report-{result.run_id}.html").read_text()
     # report.html, rewritten by every run, sends the browser to the newest report
     assert f'url=report-{result.run_id}.html"' in (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
@@ -104,13 +118,43 @@ def test_report_is_one_self_contained_page(job: tuple[Path, PipelineResult, list
     assert "<script" not in page and "<link" not in page and "<img" not in page
     assert set(re.findall(r"https?://[^\s\"'<>)]+", page)) == {"http://www.w3.org/2000/svg"}
     assert f"{result.events:,}" in page
+    # the headline's topics are the table's, at the end of the data the page states
+    assert result.headline["topics"] == len(truth.topic_distribution)
+    assert result.headline["topics_at"] == end_of_data(truth)
+    assert f"at the end of the data, {when(end_of_data(truth))} UTC" in page
 
 
 def test_open_sessions_at_the_end_match_the_ground_truth(
-    still_running: tuple[Derived, GroundTruth],
+    still_running: tuple[Derived, GroundTruth, Path],
 ) -> None:
-    derived, truth = still_running
+    derived, truth, _ = still_running
     for name in TABLES:
         frame = derived.table(name)
         assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
     assert any(row["end_ts"] is None for row in truth.broker_sessions)
+
+
+def test_routes_at_the_end_are_the_last_snapshot_and_the_changes_after_it(
+    still_running: tuple[Derived, GroundTruth, Path],
+) -> None:
+    """The scenario the table is held to: on every instance a broker group left after the
+    last snapshot, so the routes at the end (the truth, equal to the table above) are not
+    that snapshot's; the report's headline counts the table's topics at that instant."""
+    derived, truth, root = still_running
+    [left] = [e for e in truth.injected if e["kind"] == "left_after_last_snapshot"]
+    end = end_of_data(truth)
+    for ns in {row["ns"] for row in truth.broker_sessions}:
+        tail = recovery.read_tail(root / instance_dir_name(ns))
+        assert tail is not None and tail[0]["type"] == "snapshot"
+        assert any(
+            line["type"] == "broker_removed" and line["broker_name"] == left["broker_name"]
+            for line in tail
+        ), ns
+        snapshot_topics = {
+            topic for line in tail if line["type"] == "snapshot" for topic in line["topics"]
+        }
+        routed = {row["topic"] for row in truth.topic_distribution if row["ns"] == ns}
+        assert routed and routed < snapshot_topics, ns  # the group's own topics are gone
+    data = collect_report_data(derived.table, 0, 2)
+    assert data["headline"]["topics"] == len(truth.topic_distribution)
+    assert data["headline"]["topics_at"] == end

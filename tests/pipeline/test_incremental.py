@@ -19,6 +19,7 @@ import orjson
 import pytest
 from pyspark.sql import SparkSession
 
+from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, run_pipeline
 from pynamesrv.pipeline.publish import table_versions
 from pynamesrv.pipeline.schema import read_journal
@@ -173,15 +174,25 @@ def test_an_outage_of_an_earlier_day_gets_its_time_to_recover_later(
     spark: SparkSession, live: Path, tmp_path: Path
 ) -> None:
     """b2 expires on day 1 and comes back on day 2: the run that reads its return recomputes
-    day 2 only, and puts the time to recover into day 1's availability row."""
-    a1, a2 = "10.0.0.1:10911", "10.0.0.2:10911"
+    day 2 only, and puts the time to recover into day 1's availability row.
+
+    The routes at the end of the data: n:1 never wrote a snapshot after its start, so the
+    lines read (day 2, and an hour before) hold no base and its whole history is replayed
+    (T on b1 since day 1 and on b2 again); m:1 wrote nothing since day 1, so its published
+    rows stay, stated at the new end."""
+    a1, a2, a3 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
     day = 86_400.0
-    events = [started(0), registered(10, "C", "b1", a1), registered(20, "C", "b2", a2)]
+    events = [
+        started(0),
+        registered(10, "C", "b1", a1, added={"T": (4, 4, 6)}),
+        registered(20, "C", "b2", a2, added={"T": (4, 4, 6)}),
+    ]
     events += [heartbeat(t, "C", "b1", a1) for t in range(600, int(1.5 * day), 600)]
-    events += [removed(36_000, "C", "b2", a2, "expired", 35_880)]
-    events += [registered(1.5 * day + 60, "C", "b2", a2)]
+    events += [removed(36_000, "C", "b2", a2, "expired", 35_880, group_gone=True)]
+    events += [registered(1.5 * day + 60, "C", "b2", a2, added={"T": (8, 8, 6)})]
     events += [heartbeat(t, "C", "b1", a1) for t in range(int(1.5 * day) + 600, int(2 * day), 600)]
     write_journal(tmp_path / "all", "n:1", events)
+    write_journal(live, "m:1", [started(0), registered(10, "C", "b3", a3, added={"U": (2, 2, 6)})])
     files = sorted((tmp_path / "all" / "n_1").iterdir())
     back = next(f for f in files if f.name == datetime.fromtimestamp(
         (T0 + 1.5 * day * 1000) / 1000, UTC).strftime("events-%Y%m%d-%H.jsonl"))  # fmt: skip
@@ -196,4 +207,16 @@ def test_an_outage_of_an_earlier_day_gets_its_time_to_recover_later(
             if r["broker_addr"] == a2}  # fmt: skip
     assert rows["2026-01-01"]["outages"] == 1
     assert rows["2026-01-01"]["mttr_s"] == pytest.approx(1.5 * day + 60 - 36_000)
+    end = T0 + round((2 * day - 600) * 1000)  # the last heartbeat
+    assert_same_rows(
+        published(spark, out, "topic_distribution"),
+        [
+            dict(zip(DISTRIBUTION_COLUMNS, r, strict=True))
+            for r in (
+                ("n:1", "T", 2, 12, 12, 8, 6.0, 8 / 6, False, end),
+                ("m:1", "U", 1, 2, 2, 2, 2.0, 1.0, True, end),
+            )
+        ],
+        DISTRIBUTION_COLUMNS,
+    )
     assert_tables_equal_whole(spark, out, live)

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from pynamesrv.cli.pipeline import pipeline
 from pynamesrv.pipeline.files import Files
 from pynamesrv.pipeline.job import run_pipeline
+from pynamesrv.pipeline.paths import local_path
 from pynamesrv.pipeline.publish import (
     MANIFESTS,
     current,
@@ -70,7 +71,7 @@ def seen(files: Files, out: Path) -> dict[str, str]:
     manifest = current(files, str(out))
     assert manifest is not None
     return {
-        path.removeprefix(f"{out}/"): (Path(path) / "part-0").read_text()
+        path.removeprefix(f"file:{out}/"): (local_path(path) / "part-0").read_text()
         for table in ("a", "b")
         for path in table_paths(str(out), table, manifest)
     }
@@ -143,12 +144,12 @@ def test_a_reader_keeps_its_version_until_newer_runs_push_it_out_of_retention(
     taken = current(files, str(out))  # a reader starts reading run 1
     assert taken is not None
     paths = {t: table_paths(str(out), t, taken) for t in ("a", "b")}
-    contents = {p: (Path(p) / "part-0").read_text() for ps in paths.values() for p in ps}
+    contents = {p: (local_path(p) / "part-0").read_text() for ps in paths.values() for p in ps}
     run(files, out, "run 2").publish()
     run(files, out, "run 3").publish()  # keep=3: runs 1 to 3
-    assert {p: (Path(p) / "part-0").read_text() for p in contents} == contents
+    assert {p: (local_path(p) / "part-0").read_text() for p in contents} == contents
     run(files, out, "run 4").publish()
-    assert not any(Path(p).exists() for p in contents)
+    assert not any(local_path(p).exists() for p in contents)
     assert not (out / MANIFESTS / f"{taken['run']}.json").exists()
 
 

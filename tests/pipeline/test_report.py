@@ -3,6 +3,7 @@ titled axes with UTC times, a good/bad line under every chart, and escaped remot
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -167,6 +168,31 @@ def test_every_chart_has_ticked_titled_axes_and_a_good_bad_line() -> None:
     assert exposure.classes["value"] == ["1,000 queries", "234 queries"]
     assert top_skew.classes["value"] == ["1.50×", "1.00×"]
     assert "Bad: expired removals" in latency.caption
+
+
+def bar_widths(page: str, figure: int) -> list[float]:
+    """The widths of the bars (``rect``) of one chart, top to bottom."""
+    svg = page.split("<figure>")[figure + 1].split("</figure>")[0]
+    return [float(w) for w in re.findall(r'<rect [^>]*width="([0-9.]+)"', svg)]
+
+
+def test_bars_read_as_their_caption_says_long_is_bad() -> None:
+    """A perfectly even topic (1.00×) has no bar, and the skew axis starts at 1: under a
+    caption that calls long bars bad, 1.00× drawn full width read as the worst (issue 34);
+    a query count of zero has no bar either."""
+    data = sample()
+    data["top_exposure"].append(
+        {"ns": "n1:9876", "topic": "T0", "exposed": 0.0, "stale_s": 1.0, "queries": 0}
+    )
+    page = render_report(data)
+    figures = Page(page).figures
+    top_skew = figures[5]
+    assert "Bad: long bars" in top_skew.caption
+    assert top_skew.classes["tick"][:2] == ["1.0", "1.1"]  # the axis starts at even
+    skewed, even = bar_widths(page, 5)
+    assert skewed > 0 and even == 0
+    *counted, nothing = bar_widths(page, 2)  # exposure: from 0 queries
+    assert all(w > 0 for w in counted) and nothing == 0
 
 
 def test_sections_without_data_still_say_what_good_and_bad_are() -> None:

@@ -19,7 +19,7 @@ from pynamesrv.cli.pipeline import PIPELINE_EXTRA, pipeline
 from pynamesrv.pipeline.job import TABLES, Derived, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.sessions import SESSION_COLUMNS
-from pynamesrv.pipeline.tables import current_tables
+from pynamesrv.pipeline.tables import current_tables, table_base, table_paths
 
 from .journals import (
     assert_same_rows,
@@ -80,11 +80,16 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
     for stage in ("journal files", "ingest", "derive", *TABLES, "report.html", "publish"):
         assert stage in result.stderr
     assert "10 events from 1 instance(s)" in result.stderr  # the torn line is not an event
-    assert "skipped 1 malformed line(s)" in " ".join(result.stderr.split())
+    # Not a terminal: every line whole, however long (rich wrapped them at 80 columns).
+    lines = result.stderr.splitlines()
+    done = next(line for line in lines if line.startswith("done in "))
+    assert done.endswith(f"→ file:{out}; skipped 1 malformed line(s) and 0 without ts/ns/type")
+    assert all(line.startswith(("Spark ", "✓ ", "done in ")) for line in lines), lines
     for name in TABLES:
         assert list((out / name).rglob("*.parquet")), name
     report_line = [line for line in result.stdout.splitlines() if line.startswith("report: ")]
-    report = Path(report_line[0].removeprefix("report: ")).read_text()
+    assert report_line[0].startswith(f"report: file:{out}/report-")
+    report = Path(report_line[0].removeprefix("report: file:")).read_text()
     page = Page(report)
     assert {k: page.cards[k] for k in ("journal", "skipped lines", "mean routed fraction",
                                        "median detection latency", "stale route exposure",
@@ -96,7 +101,9 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
         "stale route exposure": "5 topic-minutes",  # T 0:00-0:02, the other 0:00-0:01
         "exposed queries": "0 queries",  # no route_queries line counted any
     }  # fmt: skip
-    assert len(page.figures) == 3  # sessions, latency, exposure: one instance, no snapshot
+    # sessions, latency, exposure, and skew (the routes at the end, replayed from the start
+    # without a snapshot); one instance: no divergence
+    assert len(page.figures) == 5
     assert_charts_readable(page)
     assert {"00:00", "00:04"} <= set(page.figures[0].classes["tick"])
     assert raw_numbers(page) == []
@@ -115,15 +122,49 @@ def test_run_writes_six_tables_and_the_report_despite_a_torn_line(
     )
     assert listed.exit_code == 0, listed.output
     paths = listed.output.split()
-    assert paths and all(p.startswith(f"{out}/broker_sessions/day=") for p in paths)
-    plain = spark.read.option("basePath", str(out / "broker_sessions")).parquet(*paths)
+    assert paths and all(p.startswith(f"file:{out}/broker_sessions/day=") for p in paths)
+    plain = spark.read.option("basePath", f"file:{out}/broker_sessions").parquet(*paths)
     assert sorted(map(str, plain.drop("version").collect())) == sorted(map(str, sessions))
     answer = orjson.loads(
         CliRunner().invoke(pipeline, ["tables", "--out", str(out), "--json"]).output
     )
     assert set(answer["tables"]) == set(TABLES)
-    assert answer["tables"]["broker_sessions"]["paths"] == paths
-    assert Path(answer["report"]).read_text() == report
+    assert answer["tables"]["broker_sessions"] == {
+        "basePath": f"file:{out}/broker_sessions",
+        "paths": paths,
+    }
+    assert Path(answer["report"].removeprefix("file:")).read_text() == report
+    # The manifest names the same, for readers in any language.
+    [manifest] = [orjson.loads(p.read_bytes()) for p in (out / "_manifests").iterdir()]
+    assert manifest["paths"] == {"out": f"file:{out}", **answer}
+
+
+def test_tables_prints_absolute_uris_for_a_relative_out(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out analysis`` read in another directory (a Spark Connect server's own, say)
+    would be another directory: the paths printed and read are absolute URIs."""
+    write_journal(
+        tmp_path / "journal",
+        "n1:1",
+        [started(0), registered(10, "C", "b1", A1, added={"T": (4, 4, 6)}), stopped(60)],
+    )
+    monkeypatch.chdir(tmp_path)
+    run_pipeline(spark, ["journal"], "analysis")
+    listed = CliRunner().invoke(pipeline, ["tables", "--out", "analysis"])
+    assert listed.exit_code == 0, listed.output
+    root = f"file:{tmp_path}/analysis/"
+    assert listed.output.split() and all(p.startswith(root) for p in listed.output.split())
+    answer = orjson.loads(
+        CliRunner().invoke(pipeline, ["tables", "--out", "analysis", "--json"]).output
+    )
+    assert answer["report"].startswith(root)
+    assert all(t["basePath"].startswith(root) for t in answer["tables"].values())
+    monkeypatch.chdir(tmp_path / "journal")  # the helpers read what they were given
+    assert table_paths("../analysis", "topic_distribution")[0].startswith(root)
+    assert table_base("../analysis", "topic_distribution") == root + "topic_distribution"
+    [row] = current_tables(spark, "../analysis")["topic_distribution"].collect()
+    assert row["topic"] == "T"
 
 
 def test_tables_of_a_directory_without_a_published_run_is_one_line_exit_2(tmp_path: Path) -> None:

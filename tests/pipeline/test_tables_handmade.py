@@ -337,7 +337,8 @@ def divergence_journal(
 def test_divergence_maximal_intervals_while_both_run(divergence_journal: Derived) -> None:
     expected = [
         ("C", "a:1", "b:1", ms(10), ms(30), 20.0, [A1, A2], []),
-        ("C", "a:1", "b:1", ms(50), ms(80), 30.0, [], [A2]),  # A3 joining b does not split
+        # A3 joining b at 60 does not split the interval, and is one of its differences
+        ("C", "a:1", "b:1", ms(50), ms(80), 30.0, [], [A2, A3]),
         ("C", "a:1", "b:1", ms(100), ms(150), 50.0, [A1], []),  # b crashed at 150
         ("C", "a:1", "b:1", ms(160), ms(200), 40.0, [A1, A2], []),  # a stopped at 200
     ]
@@ -352,14 +353,23 @@ def test_divergence_maximal_intervals_while_both_run(divergence_journal: Derived
 # ----------------------------------------------------------------------------- distribution
 
 
-def test_topic_distribution_from_the_last_snapshot(spark: SparkSession, tmp_path: Path) -> None:
+BROKERS = (("C", "bA", 0, A1), ("C", "bB", 0, A2), ("C", "bC", 0, A3))
+
+
+def test_topic_distribution_is_the_routes_at_the_end_of_the_data(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The routes each instance answered at one instant, the newest line of all (800 s):
+    its last snapshot and every change after it. d:1 gains bD's T5 and loses bC after its
+    last snapshot; every broker of e:1 left after its snapshot (issue 34: the table showed
+    the snapshot's topics, and nothing of the other instance)."""
     write_journal(
         tmp_path,
         "d:1",
         [
             started(0),
-            snapshot(0, {"old": [("bA", 1, 1, 6)]}),
-            snapshot(600, {"stale": [("bA", 1, 1, 6)]}),
+            snapshot(0, {"old": [("bA", 1, 1, 6)]}, BROKERS),
+            snapshot(600, {"stale": [("bA", 1, 1, 6)]}, BROKERS),
             snapshot(
                 600,  # same ms, later line: this one is the last
                 {
@@ -368,17 +378,29 @@ def test_topic_distribution_from_the_last_snapshot(spark: SparkSession, tmp_path
                     "T3": [("bA", 2, 1, 6)],
                     "T4": [("bA", 0, 0, 6)],
                 },
+                BROKERS,
             ),
             heartbeat(700, "C", "bA", A1),
+            registered(710, "C", "bD", A9, added={"T5": (2, 2, 6)}),
+            removed(720, "C", "bC", A3, "expired", 590, group_gone=True),
         ],
     )
-    write_journal(tmp_path, "e:1", [started(0), snapshot(10, {"T1": [("bA", 3, 3, 6)]})])
+    write_journal(
+        tmp_path,
+        "e:1",
+        [
+            started(0),
+            snapshot(10, {"T1": [("bA", 3, 3, 6)]}, BROKERS[:1]),
+            removed(800, "C", "bA", A1, "expired", 670, group_gone=True),
+        ],
+    )
+    end = ms(800)
     expected = [
-        ("d:1", "T1", 2, 16, 16, 8, 8.0, 1.0, False),
-        ("d:1", "T2", 3, 12, 24, 16, 8.0, 2.0, False),
-        ("d:1", "T3", 1, 2, 1, 1, 1.0, 1.0, True),
-        ("d:1", "T4", 1, 0, 0, 0, 0.0, 1.0, True),  # no write queues: even, skew 1.0
-        ("e:1", "T1", 1, 3, 3, 3, 3.0, 1.0, True),
+        ("d:1", "T1", 2, 16, 16, 8, 8.0, 1.0, False, end),
+        ("d:1", "T2", 2, 8, 20, 16, 10.0, 1.6, False, end),  # bC left after the snapshot
+        ("d:1", "T3", 1, 2, 1, 1, 1.0, 1.0, True, end),
+        ("d:1", "T4", 1, 0, 0, 0, 0.0, 1.0, True, end),  # no write queues: even, skew 1.0
+        ("d:1", "T5", 1, 2, 2, 2, 2.0, 1.0, True, end),  # registered after the snapshot
     ]
     derived = derive(spark, tmp_path)
     try:
@@ -392,31 +414,34 @@ def test_topic_distribution_from_the_last_snapshot(spark: SparkSession, tmp_path
     )
 
 
-def piece(t: float, part: int, parts: int, topics: dict[str, Any]) -> dict[str, Any]:
-    return {**snapshot(t, topics), "part": part, "parts": parts}
+def piece(
+    t: float, part: int, parts: int, topics: dict[str, Any], brokers: Any = ()
+) -> dict[str, Any]:
+    return {**snapshot(t, topics, brokers), "part": part, "parts": parts}
 
 
 def test_topic_distribution_reads_every_piece_of_the_last_complete_snapshot(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """A snapshot in three pieces is one snapshot; a newer one whose second piece a crash
-    cut off is no snapshot: the table is the three pieces' topics (finding 6 of issue 32)."""
+    cut off is no snapshot: the routes are the three pieces' (finding 6 of issue 32)."""
     write_journal(
         tmp_path,
         "p:1",
         [
             started(0),
-            piece(600, 1, 3, {"T1": [("bA", 8, 8, 6)]}),
+            piece(600, 1, 3, {"T1": [("bA", 8, 8, 6)]}, BROKERS[:2]),
             piece(600, 2, 3, {"T2": [("bA", 4, 4, 6), ("bB", 4, 4, 6)]}),
             piece(600, 3, 3, {"T3": [("bB", 2, 2, 6)]}),
             heartbeat(700, "C", "bA", A1),
-            piece(1200, 1, 2, {"X": [("bA", 1, 1, 6)]}),  # part 2 never written
+            piece(1200, 1, 2, {"X": [("bA", 1, 1, 6)]}, BROKERS[:1]),  # part 2 never written
         ],
     )
+    end = ms(1200)
     expected = [
-        ("p:1", "T1", 1, 8, 8, 8, 8.0, 1.0, True),
-        ("p:1", "T2", 2, 8, 8, 4, 4.0, 1.0, False),
-        ("p:1", "T3", 1, 2, 2, 2, 2.0, 1.0, True),
+        ("p:1", "T1", 1, 8, 8, 8, 8.0, 1.0, True, end),
+        ("p:1", "T2", 2, 8, 8, 4, 4.0, 1.0, False, end),
+        ("p:1", "T3", 1, 2, 2, 2, 2.0, 1.0, True, end),
     ]
     derived = derive(spark, tmp_path)
     try:

@@ -350,6 +350,15 @@ def _no_active_session() -> bool:
 PIPELINE_EXTRA = "pyspark[connect]>=4.0,<5"
 
 
+def _console(stderr: bool = False) -> Console:
+    """Rich output whose lines are never wrapped off a terminal: a pipe or a file (cron, CI
+    logs) has no width, and rich's default of 80 columns split a progress line in two. At a
+    terminal, lines fold to the window as usual."""
+    console = Console(stderr=stderr, highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 def _require_pyspark() -> None:
     """Spark is the optional 'pipeline' extra: without it, one line says how to get it."""
     try:
@@ -410,7 +419,7 @@ def run(
     from pynamesrv.pipeline.job import run_pipeline
 
     _quiet_pyspark_logging()
-    console = Console(stderr=True, highlight=False)
+    console = _console(stderr=True)
     if from_ts is not None and to_ts is not None and from_ts >= to_ts:
         raise InputError("--from must be before --to")
     _local_journal_files(journals)
@@ -451,7 +460,7 @@ def run(
     if result.nothing_new:
         console.print(
             f"[bold]nothing new[/bold]: {result.events:,} events from {result.instances} "
-            f"instance(s) already in {out}{skipped}"
+            f"instance(s) already in {result.out}{skipped}"
         )
         return
     since = (
@@ -462,10 +471,10 @@ def run(
     console.print(
         f"[bold]done[/bold] in {result.seconds:.1f} s: {result.ingested:,} hour file(s) "
         f"parsed, {since} recomputed; {result.events:,} events from {result.instances} "
-        f"instance(s) → {out}{skipped}"
+        f"instance(s) → {result.out}{skipped}"
     )
     click.echo(f"report: {result.report}")
-    click.echo(f"tables: pynamesrv pipeline tables --out {out}")
+    click.echo(f"tables: pynamesrv pipeline tables --out {result.out}")
 
 
 # remoting/fastjson.py's two dialects, by name -> standard
@@ -563,16 +572,23 @@ def tables(out: str, table: str | None, as_json: bool) -> None:
     """Print the paths of the current version of the tables, one per line.
 
     Read them with spark.read.option("basePath", OUT/TABLE).parquet(*paths); a plain read of
-    OUT/TABLE would mix the versions a run keeps for readers that are still reading.
+    OUT/TABLE would mix the versions a run keeps for readers that are still reading. Paths
+    are absolute URIs (file:/..., hdfs://...), so a Spark Connect server reads them as named.
     """
     _require_pyspark()  # pyarrow comes with it (the 'pipeline' extra)
-    from pynamesrv.pipeline.paths import join_path
-    from pynamesrv.pipeline.tables import NoTablesError, current_manifest, table_paths
+    from pynamesrv.pipeline.tables import (
+        NoTablesError,
+        current_manifest,
+        published_paths,
+        qualified,
+        table_paths,
+    )
 
     try:
         manifest = current_manifest(out)
         names = [table] if table else list(TABLES)
         paths = {name: table_paths(out, name, manifest) for name in names}
+        answer = published_paths(qualified(out), manifest)
     except NoTablesError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
@@ -580,11 +596,7 @@ def tables(out: str, table: str | None, as_json: bool) -> None:
         click.echo(f"Error: {out}: {exc}", err=True)
         sys.exit(2)
     if as_json:
-        answer = {
-            "run": manifest["run"],
-            "report": join_path(out, manifest["report"]),
-            "tables": {n: {"basePath": join_path(out, n), "paths": p} for n, p in paths.items()},
-        }
+        answer["tables"] = {n: answer["tables"][n] for n in names}
         sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2) + b"\n")
         return
     for name in names:
@@ -607,7 +619,7 @@ def generate(
 
     from pynamesrv.testing import generate as generate_journals
 
-    console = Console(highlight=False)
+    console = _console()
     start = time.perf_counter()
     with console.status("generating…"):
         truth = generate_journals(

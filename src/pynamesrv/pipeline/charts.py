@@ -256,16 +256,22 @@ def svg_hbars(
     x_title: str,
     value_text: Callable[[float], str],
     whole: bool = False,
+    origin: float = 0.0,
     width: int = 960,
     label_width: int = 360,
     row_height: int = 18,
     color: str = "#e45756",
 ) -> str:
     """Horizontal bars, (label, value, title) per row: the labels are the y-axis (titled
-    ``y_title``), the values are read on a ticked x-axis from 0 (titled ``x_title``, with
-    the unit); each bar ends in its value as ``value_text`` writes it."""
-    ticks = value_ticks(max((v for _, v, _ in items), default=0.0), whole=whole)
-    scale = ticks[-1]
+    ``y_title``), the values are read on a ticked x-axis from ``origin`` (titled
+    ``x_title``, with the unit); each bar ends in its value as ``value_text`` writes it.
+
+    A bar is as long as its value's distance from ``origin``, the value that is nothing to
+    see: 0 queries, or a skew of 1.0× (even), so the caption's "long bars are bad" holds and
+    a value at the origin has no bar at all. A value just above it keeps a sliver."""
+    top = max((v for _, v, _ in items), default=origin)
+    ticks = [round(origin + t, 12) for t in value_ticks(max(top - origin, 0.0), whole=whole)]
+    scale = ticks[-1] - origin
     top, plot = 20, width - label_width - 110
     bottom = top + row_height * len(items)
     parts = [
@@ -273,15 +279,17 @@ def svg_hbars(
         _text(label_width - TICK_LENGTH - 2, 12, y_title, "axis-title", "end"),
     ]
     for t in ticks:
-        x = label_width + plot * t / scale
+        x = label_width + plot * (t - origin) / scale
         parts.append(_line(x, top, x, bottom, GRID_COLOR))
         parts.append(_line(x, bottom, x, bottom + TICK_LENGTH))
         parts.append(_text(x, bottom + 16, value_label(t, ticks), "tick"))
     for i, (_, value, title) in enumerate(items):
         y = top + i * row_height
-        w = plot * value / scale
+        w = plot * max(value - origin, 0.0) / scale
+        if value > origin:
+            w = max(w, 0.8)
         parts.append(
-            f'<rect x="{label_width}" y="{y + 3}" width="{max(w, 0.8):.1f}" '
+            f'<rect x="{label_width}" y="{y + 3}" width="{w:.1f}" '
             f'height="{row_height - 6}" fill="{color}"><title>{esc(title)}</title></rect>'
         )
         parts.append(_text(label_width + w + 4, y + row_height - 5, value_text(value), "value",

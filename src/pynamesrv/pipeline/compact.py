@@ -44,11 +44,13 @@ from pyspark.sql.types import (
 from pynamesrv.pipeline.runs import HEARTBEAT, RECOVERED, REGISTERED, REMOVED
 from pynamesrv.pipeline.schema import CORRUPT, JOURNAL_SCHEMA
 
-# The journal fields a store row keeps (everything the tables read), typed as the journal's.
+# The journal fields a store row keeps (everything the tables read, and what replaying the
+# routes at the end of the data needs: ``history.COLUMNS``), typed as the journal's.
 EVENT_FIELDS: Final = (
     "ts", "ns", "seq", "type", "cluster", "broker_name", "broker_id", "broker_addr", "first",
     "topics_added", "topics_changed", "reason", "last_heartbeat_ts", "group_gone", "topic",
-    "counts", "topics", "part", "parts",
+    "counts", "topics", "part", "parts", "topics_removed", "topic_configs", "queues", "op",
+    "brokers",
 )  # fmt: skip
 # One store row. Heartbeat segments carry beat_ts/beat_seq (ts/seq are their first beat);
 # other events carry one line each; a row with a null type counts a file's bad lines.

@@ -19,22 +19,31 @@ exactly the rows a whole computation would write, table by table:
   open at R give every stale second from R on; memberships open at R are carried.
 - ``namesrv_divergence``: live sets at R come from the carried sessions; an interval open
   across R continues the published one (``divergence.continue_across``).
-- ``topic_distribution``: each instance's last snapshot, from the events read or, for an
-  instance without a snapshot since, the published rows.
+- ``topic_distribution``: the routes at the end of the data are those of each instance's
+  last base and the lines after it. The events read reach the end, so an instance whose
+  route-changing lines among them include a base is replayed from them; one whose lines
+  hold no base (a snapshot interval longer than the lookback) from its whole history in the
+  store; one without such lines kept its routes, so its published rows stay, stated at the
+  new end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline import TABLES
 from pynamesrv.pipeline.compact import EVENT_FIELDS, compact, segment_starts, segments
-from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS, topic_distribution
+from pynamesrv.pipeline.distribution import (
+    DISTRIBUTION_COLUMNS,
+    replayed_lines,
+    topic_distribution,
+    with_end,
+)
 from pynamesrv.pipeline.divergence import (
     DIVERGENCE_COLUMNS,
     cluster_instances,
@@ -55,7 +64,6 @@ from pynamesrv.pipeline.runs import (
     RECOVERED,
     REGISTERED,
     as_date,
-    complete_snapshots,
     day_start,
     lifecycle_of,
     run_hours,
@@ -117,6 +125,7 @@ class Carry:
     distribution: DataFrame  # published topic_distribution
     settled: Callable[[list[str]], DataFrame]  # state sessions filed on the given days
     availability: Callable[[list[str]], DataFrame]  # published availability of the given days
+    history: Callable[[list[str]], DataFrame]  # every stored event of the given instances
 
     @property
     def read_from(self) -> int:
@@ -140,6 +149,7 @@ class Derived:
     carry: Carry | None = None
     _cached: list[DataFrame] = field(default_factory=list)
     _spans: DataFrame | None = None
+    _end: tuple[int | None] | None = None
 
     @classmethod
     def of(
@@ -191,7 +201,8 @@ class Derived:
         raise KeyError(name)
 
     def tables(self) -> dict[str, DataFrame]:
-        """All six, lazily (nothing runs until an action)."""
+        """All six, lazily (nothing runs until an action) but topic_distribution, whose
+        routes are replayed on the driver: building it runs two small queries."""
         return {name: self.table(name) for name in TABLES}
 
     def exposure(self, heartbeat_interval_s: float) -> DataFrame:
@@ -252,13 +263,31 @@ class Derived:
             F.lit(None).cast("long").alias("next_ts"),
         )
 
+    def end_ts(self) -> int | None:
+        """The end of the data: the newest line of every instance's history (None: none)."""
+        if self._end is None:
+            row = self.hours.agg(F.max("last_ts").alias("end")).first()
+            self._end = (None if row is None else row["end"],)
+        return self._end[0]
+
     def distribution(self) -> DataFrame:
-        latest = topic_distribution(self.events)
+        """topic_distribution at ``end_ts``: each instance's lines from its last base on,
+        collected (one query) and replayed on the driver (see the module's docstring for
+        what an incremental computation takes over)."""
+        at_ts = self.end_ts()
+        lines = [_as_dict(r) for r in replayed_lines(self.events).collect()]
+        spark = self.events.sparkSession
         if self.carry is None:
-            return latest
-        with_snapshot = complete_snapshots(self.events).select("ns").distinct()
-        kept = self.carry.distribution.join(with_snapshot, "ns", "left_anti")
-        return latest.unionByName(kept.select(*DISTRIBUTION_COLUMNS))
+            return topic_distribution(spark, lines, at_ts)
+        unbased = sorted({r["ns"] for r in lines if not r["base"]})
+        if unbased:
+            older = replayed_lines(self.carry.history(unbased)).collect()
+            lines = [r for r in lines if r["ns"] not in unbased] + [_as_dict(r) for r in older]
+        replayed = sorted({r["ns"] for r in lines})
+        kept = self.carry.distribution
+        if replayed:
+            kept = kept.where(~F.col("ns").isin(*replayed))
+        return topic_distribution(spark, lines, at_ts).unionByName(with_end(kept, at_ts))
 
     @property
     def present(self) -> DataFrame:
@@ -361,6 +390,10 @@ class Derived:
         into the JVM, which Connect has no way to."""
         self._cached.clear()
         self._spans = None
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    return dict(row.asDict(recursive=True))
 
 
 def split_at_lifecycle(events: DataFrame, lifecycle: DataFrame) -> DataFrame:

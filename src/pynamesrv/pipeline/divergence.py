@@ -9,18 +9,21 @@ A row is a maximal stretch where the difference is non-empty while both run: con
 change points with the same flag are grouped with a running count of flag changes
 (gaps-and-islands), all with window functions.
 
-The arrays at an interval's start come from a range join of the interval starts with the
-per-address state segments, so nothing is collected.
+The arrays name every address that was live on one side only at any moment of the
+interval (not only at its start: a master that expires on one side seconds into it is one
+of the differences); they come from a range join of the intervals with the per-address state
+segments that overlap them, so nothing is collected.
 
 From a start R (incremental runs, ``derive.py``): the sessions and runs that reach R are
 clamped to begin at R, which gives the live sets and running state at R exactly; an interval
 found open at R continues the one the previous run published across R (same pair), keeping
-its start and arrays (``continue_across``). Rows are filed under the day of their end.
+its start, its arrays joined with those found from R on (``continue_across``). Rows are
+filed under the day of their end.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.runs import as_date, day_start
@@ -170,20 +173,20 @@ def namesrv_divergence(
         .drop("island")
     )
 
-    # Which addresses differ at each interval's start: the address segments covering it.
+    # Which addresses differ during each interval: the address segments overlapping it.
     i = intervals.alias("i")
     s = states.where(F.col("differs") == 1).alias("s")
-    at_start = (
+    during = (
         (F.col("i.cluster") == F.col("s.cluster"))
         & (F.col("i.ns_a") == F.col("s.ns_a"))
         & (F.col("i.ns_b") == F.col("s.ns_b"))
-        & (F.col("s.ts") <= F.col("i.start_ts"))
+        & (F.col("s.ts") < F.col("i.end_ts"))
         & (F.col("s.until_ts").isNull() | (F.col("i.start_ts") < F.col("s.until_ts")))
     )
-    only = F.array_sort(F.collect_list(F.when(F.col("s.live_a"), F.col("s.broker_addr"))))
-    only_b = F.array_sort(F.collect_list(F.when(F.col("s.live_b"), F.col("s.broker_addr"))))
+    only = F.array_sort(F.collect_set(F.when(F.col("s.live_a"), F.col("s.broker_addr"))))
+    only_b = F.array_sort(F.collect_set(F.when(F.col("s.live_b"), F.col("s.broker_addr"))))
     members = (
-        i.join(s, at_start, "left")
+        i.join(s, during, "left")
         .groupBy(*[F.col(f"i.{c}").alias(c) for c in (*PAIR, "start_ts", "end_ts")])
         .agg(only.alias("only_in_a"), only_b.alias("only_in_b"))
     )
@@ -206,18 +209,29 @@ def finish(intervals: DataFrame) -> DataFrame:
 def continue_across(computed: DataFrame, published: DataFrame, start: int) -> DataFrame:
     """Join the intervals ``computed`` from ``start`` with those ``published`` earlier that
     were open across it (start < ``start`` <= end): one found open at ``start`` continues the
-    published one (its start and arrays); a published one without it ends at ``start``."""
+    published one (its start; the addresses of both parts); a published one without it ends
+    at ``start``."""
     at = F.lit(start).cast("long")
     across = published.where((F.col("start_ts") < at) & (F.col("end_ts") >= at)).select(
         *PAIR, "start_ts", "only_in_a", "only_in_b"
     )
-    opening = computed.where(F.col("start_ts") == at).select(*PAIR, "end_ts")
+    opening = computed.where(F.col("start_ts") == at).select(
+        *PAIR,
+        "end_ts",
+        F.col("only_in_a").alias("later_a"),
+        F.col("only_in_b").alias("later_b"),
+    )
+
+    def joined(before: str, later: str) -> Column:
+        both = F.concat(F.col(before), F.coalesce(F.col(later), F.array().cast("array<string>")))
+        return F.array_sort(F.array_distinct(both)).alias(before)
+
     continued = across.join(opening, list(PAIR), "left").select(
         *PAIR,
         "start_ts",
         F.coalesce(F.col("end_ts"), at).alias("end_ts"),
-        "only_in_a",
-        "only_in_b",
+        joined("only_in_a", "later_a"),
+        joined("only_in_b", "later_b"),
     )
     rest = computed.join(across.select(*PAIR), list(PAIR), "left_anti").unionByName(
         computed.where(F.col("start_ts") != at).join(across.select(*PAIR), list(PAIR))

@@ -14,6 +14,7 @@ and the store matches files by instance directory and hour, never by the raw URI
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -58,7 +59,8 @@ class Files:
             key = ("file", "")
             if key not in self._roots:
                 self._roots[key] = _Root(pafs.LocalFileSystem(), "file:")
-            return self._roots[key], str(local_path(path).absolute()).rstrip("/") or "/"
+            # absolute and normalised (``a/../b`` is ``b``): the URI readers are given
+            return self._roots[key], os.path.abspath(local_path(path)).rstrip("/") or "/"
         parts = urlsplit(path)
         scheme = parts.scheme.lower()
         object_store = scheme in _ALIASES

@@ -130,7 +130,7 @@ def rows_since_base(
         chosen = [f for d, n in taken.items() for f in before[d][-n:]]
         if not chosen:
             return {}, 0
-        rows = [_as_dict(r) for r in _since_base(_read(spark, chosen, instance), at_ms).collect()]
+        rows = [_as_dict(r) for r in since_base(_read(spark, chosen, instance), at_ms).collect()]
         based = {r["ns"] for r in rows if r["base"]}
         short = {r["dir"] for r in rows if r["ns"] not in based}
         grow = [d for d, n in taken.items() if d in short and n < len(before[d])]
@@ -145,11 +145,12 @@ def rows_since_base(
     return by_ns, len(chosen)
 
 
-def _since_base(events: DataFrame, at_ms: int) -> DataFrame:
-    """Each instance's events up to ``at_ms`` from its last base (``snapshot`` or
-    ``server_started``) on, all of them when it has none; ``base`` tells which. One query:
-    the files are read once, and only these rows reach the driver."""
-    upto = events.where(F.col("ts") <= F.lit(at_ms))
+def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
+    """Each instance's events up to ``at_ms`` (all: to the end of the data) from its last
+    base (``snapshot`` or ``server_started``) on, all of them when it has none; ``base``
+    tells which. One query: the files are read once, and only these rows reach the driver
+    (``topic_distribution`` takes the routes at the end of the data the same way)."""
+    upto = events if at_ms is None else events.where(F.col("ts") <= F.lit(at_ms))
     # A base is a start, or the first piece of a complete snapshot (a set a crash cut is
     # no base: the one before it is, and replay skips the cut set).
     firsts = (

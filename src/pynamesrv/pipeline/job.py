@@ -85,7 +85,7 @@ from pynamesrv.pipeline.store import (
     ingest,
     read_store,
 )
-from pynamesrv.pipeline.tables import read_version
+from pynamesrv.pipeline.tables import published_paths, read_version
 
 __all__ = [
     "COLUMNS",
@@ -97,10 +97,11 @@ __all__ = [
     "spark_session",
 ]
 
-# Of the store, state and manifest; another value means a whole run. 2: sessions carry
-# start_reason (warm restarts: broker_recovered starts a session). 3: write-once versions
-# and manifests (publish.py).
-FORMAT: Final = 3
+# Of the store, state and manifest; another value means a whole run, and the hour files
+# still in the journals are parsed again. 2: sessions carry start_reason (warm restarts:
+# broker_recovered starts a session). 3: write-once versions and manifests (publish.py).
+# 4: the store keeps what replaying routes needs (topic_distribution at the end of the data).
+FORMAT: Final = 4
 STATE: Final = "_state"
 REPORT: Final = "report.html"  # points at the newest report-<run>.html
 # What an output directory written before FORMAT 3 holds (renamed into place).
@@ -303,7 +304,9 @@ def check_shared(
 
 @dataclass
 class PipelineResult:
-    """What a run did, for the CLI summary, the benchmark and the tests."""
+    """What a run did, for the CLI summary, the benchmark and the tests. ``out`` and
+    ``report`` are absolute URIs (``file:/…`` for a plain path): what a reader, a Connect
+    server included, reads as named."""
 
     out: str
     events: int  # journal lines that are events, all history published
@@ -442,17 +445,22 @@ def run_pipeline(
             lambda: find_journal_files(files, journals),
             lambda found: f"{len(found):,} hour file(s)",
         )
+        if manifest is not None and (manifest.get("params") or {}).get("format") != FORMAT:
+            # Stored by another format: parsed again, but for files gone from the journals
+            # (their rows are all the history left of them).
+            present = {f.key for f in journal_files}
+            record = {key: stats for key, stats in record.items() if key not in present}
         changed = changed_files(journal_files, record)
         store = join_path(out, STORE)
         if not changed and not whole:
             totals = (manifest or {}).get("totals") or {}
             return PipelineResult(
-                out=given,
+                out=out,
                 events=int(totals.get("events") or 0),
                 instances=int(totals.get("instances") or 0),
                 rows={},
                 timings=timings,
-                report=join_path(given, (manifest or {}).get("report") or REPORT),
+                report=join_path(out, (manifest or {}).get("report") or REPORT),
                 headline=(manifest or {}).get("headline") or {},
                 malformed=int(totals.get("malformed") or 0),
                 invalid=int(totals.get("invalid") or 0),
@@ -484,7 +492,11 @@ def run_pipeline(
             start = start_of(changed, record, new, last_before)
         record.update(new)
         events = _store_events(spark, store, record, start, from_ts, to_ts)
-        carry = None if start is None else _carry(output, start)
+        carry = (
+            None
+            if start is None
+            else _carry(output, start, partial(_history, spark, store, record, from_ts, to_ts))
+        )
         derived = stage(
             "derive",
             partial(derive, events, heartbeat_interval_s, carry),
@@ -501,8 +513,8 @@ def run_pipeline(
             lambda: retain(files, out, run_id, keep),
             lambda removed: f"{len(removed):,} old version(s) removed, {keep} manifest(s) kept",
         )
-        result.out = given
-        result.report = join_path(given, report_name(run_id))
+        result.out = out
+        result.report = join_path(out, report_name(run_id))
         result.ingested = len(new)
         result.start = start
         result.timings = timings
@@ -570,8 +582,24 @@ def _clip(frame: DataFrame, from_ts: int | None, to_ts: int | None) -> DataFrame
     return others.unionByName(segments)
 
 
-def _carry(output: _Output, start: int) -> Carry:
-    """The state a computation from ``start`` takes over from the published outputs."""
+def _history(
+    spark: SparkSession,
+    store: str,
+    record: dict[str, FileStats],
+    from_ts: int | None,
+    to_ts: int | None,
+    instances: Sequence[str],
+) -> DataFrame:
+    """Every stored event of ``instances`` within [from_ts, to_ts) (their files only)."""
+    wanted = set(instances)
+    theirs = {key: stats for key, stats in record.items() if wanted & set(stats.ns)}
+    events = _store_events(spark, store, theirs, None, from_ts, to_ts)
+    return events.where(F.col("type").isNotNull() & F.col("ns").isin(*instances))
+
+
+def _carry(output: _Output, start: int, history: Callable[[list[str]], DataFrame]) -> Carry:
+    """The state a computation from ``start`` takes over from the published outputs;
+    ``history`` reads an instance's whole stored history (``Carry.history``)."""
     first = _day(start)
     read_from = start - LOOKBACK_MS
 
@@ -590,6 +618,7 @@ def _carry(output: _Output, start: int) -> Carry:
         distribution=output.read("topic_distribution"),
         settled=lambda days: output.read(f"{STATE}/sessions", days),
         availability=lambda days: output.read("broker_availability", days),
+        history=history,
     )
 
 
@@ -729,6 +758,12 @@ def _compute_and_publish(
         "tables": tables,
         "report": report,
         "headline": data["headline"],
+    }
+    # The same, as absolute URIs, for readers of the file in any language (the relative
+    # names above stay valid when OUT is copied elsewhere).
+    manifest["paths"] = {
+        "out": output.out,
+        **published_paths(output.out, {**manifest, "run": run_id}),
     }
 
     def publish() -> None:

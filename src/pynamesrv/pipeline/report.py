@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline.charts import (
@@ -109,6 +109,7 @@ def collect_report_data(
             F.count(F.lit(1)).alias("topics"),
             F.sum(F.col("single_broker").cast("int")).alias("single"),
             F.max("skew").alias("max_skew"),
+            F.max("at_ts").alias("topics_at"),
         ),
         latency.agg(
             F.count(F.lit(1)).alias("removals"),
@@ -127,7 +128,7 @@ def collect_report_data(
                 F.percentile_approx("latency_s", [0.5, 0.9, 0.99]).alias("p"),
                 F.max("latency_s").alias("max"),
             ),
-            order=[F.col("reason")],
+            order=[("reason", False)],
         ),
         _listed(
             "latency_hist",
@@ -140,7 +141,7 @@ def collect_report_data(
                 F.sum("stale_seconds").alias("stale_s"),
                 F.sum("queries").alias("queries"),
             ),
-            order=[F.col("exposed").desc(), F.col("stale_s").desc(), F.col("ns"), F.col("topic")],
+            order=[("exposed", True), ("stale_s", True), ("ns", False), ("topic", False)],
             limit=TOP_TOPICS,
         ),
         _listed(
@@ -158,7 +159,7 @@ def collect_report_data(
             distribution.select(
                 "ns", "topic", "skew", "brokers", "write_queues", "max_queues_per_broker"
             ),
-            order=[F.col("skew").desc(), F.col("ns"), F.col("topic")],
+            order=[("skew", True), ("ns", False), ("topic", False)],
             limit=TOP_TOPICS,
         ),
     ]
@@ -191,6 +192,8 @@ def collect_report_data(
         "divergence_intervals": one_row["intervals"] or 0,
         "divergence_seconds": one_row["seconds"] or 0.0,
         "topics": one_row["topics"] or 0,
+        # the end of the data, the instant topic_distribution describes (one for all)
+        "topics_at": one_row["topics_at"] if one_row["topics_at"] is not None else hi,
         "single_broker_topics": one_row["single"] or 0,
         "max_skew": one_row["max_skew"],
     }
@@ -211,17 +214,30 @@ _ORDER: Final = "_order"
 
 
 def _listed(
-    name: str, frame: DataFrame, order: Sequence[Column] = (), limit: int | None = None
+    name: str,
+    frame: DataFrame,
+    order: Sequence[tuple[str, bool]] = (),
+    limit: int | None = None,
 ) -> DataFrame:
     """``frame``'s rows as the one array column ``name`` of a one-row frame; in ``order``
-    (numbered first, so the array sorts by it) and only the first ``limit`` when given."""
+    ((column, descending) pairs; descending ones numeric) and only the first ``limit`` when
+    given.
+
+    No window: a row number over the whole frame is a window without a partition, which
+    Spark runs in one partition and warns about on every run (a Connect server's log, a
+    cluster driver's). The first ``limit`` rows are a global sort's (Spark takes them
+    ordered, per partition then merged); the array is sorted by a key that orders
+    ascending as ``order`` does."""
     columns = [F.col(c) for c in frame.columns]
     if not order:
         return frame.agg(F.collect_list(F.struct(*columns)).alias(name))
-    numbered = frame.withColumn(_ORDER, F.row_number().over(Window.orderBy(*order)))
     if limit is not None:
-        numbered = numbered.where(F.col(_ORDER) <= limit)
-    return numbered.agg(F.sort_array(F.collect_list(F.struct(_ORDER, *columns))).alias(name))
+        sort = [F.col(c).desc() if descending else F.col(c).asc() for c, descending in order]
+        frame = frame.orderBy(*sort).limit(limit)
+    key = F.struct(*[(-F.col(c) if descending else F.col(c)).alias(c) for c, descending in order])
+    return frame.agg(
+        F.sort_array(F.collect_list(F.struct(key.alias(_ORDER), *columns))).alias(name)
+    )
 
 
 def _unlisted(rows: Sequence[Any]) -> list[dict[str, Any]]:
@@ -270,7 +286,7 @@ def render_report(data: dict[str, Any]) -> str:
         _latency(data["latency_stats"], data["latency_hist"]),
         _exposure(data["top_exposure"]),
         _divergence(data["divergence"], lo, hi),
-        _skew(data["skew_hist"], data["top_skew"]),
+        _skew(data["skew_hist"], data["top_skew"], head.get("topics_at")),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -314,7 +330,7 @@ def _headline(head: dict[str, Any]) -> str:
             f"{count(head['divergence_intervals'], 'interval')}, "
             f"{duration(head['divergence_seconds'])}",
         ),
-        ("topics", count(head["topics"], "topic")),
+        ("topics at the end of the data", count(head["topics"], "topic")),
         ("single-broker topics", count(head["single_broker_topics"], "topic")),
         ("max queue skew", ratio(head["max_skew"])),
     ]
@@ -490,17 +506,25 @@ SKEW_BAD: Final = (
     "topics further right: their busiest broker holds that multiple of an even share of the "
     "write queues, and takes that much more of the producers' messages."
 )
-TOP_SKEW_GOOD: Final = "bars at 1.00×: every broker of the topic has the same write queues."
+TOP_SKEW_GOOD: Final = (
+    "no bars, the axis starts at 1.00× (even): every broker of the topic has the same write queues."
+)
 TOP_SKEW_BAD: Final = (
     "long bars: the topic's busiest broker gets that multiple of an even share of its "
     "messages, and is the first to run out of disk or throughput."
 )
 
 
-def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
+def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]], at: int | None) -> str:
     title = "<h2>Queue skew</h2>"
+    scope = (
+        f"The routes each name server answered at the end of the data, {when(at)} UTC (its "
+        "last snapshot and every change journaled after it)"
+    )
     if not hist:
-        return title + _empty("No snapshot in the data.", SKEW_GOOD, SKEW_BAD)
+        return title + _empty(
+            f"{scope}: no topic had a route on any name server.", SKEW_GOOD, SKEW_BAD
+        )
     labels = _bin_labels(SKEW_BINS, "")
     series: dict[str, list[int]] = {}
     for h in hist:
@@ -526,11 +550,12 @@ def _skew(hist: list[dict[str, Any]], top: list[dict[str, Any]]) -> str:
         y_title="topic @ name server",
         x_title="skew: max / mean write queues per broker (×)",
         value_text=ratio,
+        origin=1.0,  # even: no bar
         color="#f58518",
     )
     return (
-        title + '<p class="note">Topics per skew bin, by instance; then the most skewed '
-        "topics.</p>"
+        title + f'<p class="note">{esc(scope)}: topics per skew bin, by instance; then the '
+        "most skewed topics.</p>"
         + _figure(histogram, SKEW_GOOD, SKEW_BAD)
         + _figure(bars, TOP_SKEW_GOOD, TOP_SKEW_BAD)
     )

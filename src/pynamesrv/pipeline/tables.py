@@ -7,7 +7,12 @@ newest complete manifest names; these helpers read it, and ``pynamesrv pipeline 
 prints its paths for any other reader::
 
     paths = table_paths(out, "broker_sessions")
-    spark.read.option("basePath", f"{out}/broker_sessions").parquet(*paths)
+    spark.read.option("basePath", table_base(out, "broker_sessions")).parquet(*paths)
+
+Every path they give is absolute and qualified (``file:/…``, ``hdfs://…``, ``s3a://…``): a
+Spark Connect server or a cluster reads it as the client named it, never against a working
+directory of its own (a relative ``analysis/`` resolved on the server is another
+directory, or none).
 
 A reader that took a manifest keeps a consistent view while later runs publish: what it names
 stays until ``KEEP`` newer runs have completed.
@@ -48,12 +53,43 @@ def _entry(manifest: dict[str, Any], out: str, table: str) -> dict[str, Any]:
     return dict(entry)
 
 
+def qualified(out: str) -> str:
+    """``out`` as an absolute URI (a plain path is this machine's disk: ``file:/…``)."""
+    return Files().uri(out)
+
+
+def table_base(out: str, table: str) -> str:
+    """``<out>/<table>``, qualified: the ``basePath`` that keeps ``day`` a column."""
+    return join_path(qualified(out), table)
+
+
 def table_paths(out: str, table: str, manifest: dict[str, Any] | None = None) -> list[str]:
-    """The directories holding the current version of ``table`` (none when it has no row):
-    read them with ``basePath=<out>/<table>`` to keep ``day`` a column."""
+    """The directories holding the current version of ``table`` (none when it has no row),
+    qualified: read them with ``basePath`` = ``table_base(out, table)`` to keep ``day`` a
+    column."""
     manifest = manifest or current_manifest(out)
-    base = join_path(out, table)
+    base = table_base(out, table)
     return [join_path(base, v) for v in table_versions(_entry(manifest, out, table))]
+
+
+def published_paths(out: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What ``manifest`` published under ``out`` (a qualified URI), for readers in any
+    language: the run, its report, and per table its ``basePath`` and ``paths``."""
+    return {
+        "run": manifest["run"],
+        "report": join_path(out, manifest["report"]),
+        "tables": {
+            name: {
+                "basePath": join_path(out, name),
+                "paths": [
+                    join_path(join_path(out, name), v)
+                    for v in table_versions(_entry(manifest, out, name))
+                ],
+            }
+            for name in TABLES
+            if name in (manifest.get("tables") or {})
+        },
+    }
 
 
 def read_version(
@@ -64,8 +100,9 @@ def read_version(
     days: Sequence[str] | None = None,
 ) -> DataFrame:
     """The table ``relative`` as a manifest's ``entry`` names it: one read of its version
-    directories (only ``days`` when given), with the recorded schema (so a table without a
-    row still has its columns) and without the ``version`` column."""
+    directories under ``out`` (give it qualified: ``qualified``) (only ``days`` when
+    given), with the recorded schema (so a table without a row still has its columns) and
+    without the ``version`` column."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = StructType.fromJson(orjson.loads(entry["schema"]))
@@ -83,6 +120,8 @@ def read_version(
 
 
 def current_tables(spark: SparkSession, out: str) -> dict[str, DataFrame]:
-    """Every published table of ``out``, from one manifest: a consistent set."""
+    """Every published table of ``out``, from one manifest: a consistent set, read from
+    qualified paths (a Spark Connect server reads what this machine names)."""
     manifest = current_manifest(out)
-    return {name: read_version(spark, out, name, _entry(manifest, out, name)) for name in TABLES}
+    where = qualified(out)
+    return {name: read_version(spark, where, name, _entry(manifest, out, name)) for name in TABLES}

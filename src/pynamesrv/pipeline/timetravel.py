@@ -31,6 +31,7 @@ import orjson
 
 from pynamesrv.namesrv import recovery
 from pynamesrv.namesrv.events import BrokerRegistered
+from pynamesrv.namesrv.journal import JournalDamage
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.remoting import fastjson
 
@@ -113,11 +114,15 @@ def replay(
 
 
 def replay_registry(
-    rows: Iterable[Mapping[str, Any]], later_snapshot: Mapping[str, Any] | None = None
+    rows: Iterable[Mapping[str, Any]],
+    later_snapshot: Mapping[str, Any] | None = None,
+    damage: JournalDamage | None = None,
 ) -> RouteInfoManager:
-    """The registry ``replay`` builds: it answers route queries as the server did then."""
+    """The registry ``replay`` builds: it answers route queries as the server did then.
+    A line without its documented shape raises ``RecordError``, or with ``damage`` is
+    skipped and counted there."""
     registry = RouteInfoManager()
-    recovery.replay(_with_fallback(rows, later_snapshot), registry)
+    recovery.replay(_with_fallback(rows, later_snapshot), registry, damage)
     return registry
 
 

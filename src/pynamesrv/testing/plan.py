@@ -15,6 +15,9 @@ from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
 
 MINUTE_MS: Final = 60_000
 MIN_LIFECYCLE_RUN_MS: Final = 30 * MINUTE_MS  # shorter runs get no instance restart / crash
+SNAPSHOT_MS: Final = 600_000  # journalSnapshotIntervalMs: a snapshot at start, then every 10 min
+# A group that leaves after the last snapshot does so this far from it and from the end.
+LEAVE_MARGIN_MS: Final = 10_000
 
 # Control event kinds, in each instance's control heap (``Plan.ctrl`` and the simulator's own).
 START, STOP, CRASH, SCAN, MINUTE, SNAP, UNREG, CLOSE, PERM, KV = range(10)
@@ -430,6 +433,9 @@ def make_plan(
     base_rates = [10 ** rng.uniform(0, 2.5) for _ in queried]
     rates = [[r * rng.uniform(0.3, 1.0) for r in base_rates] for _ in range(instances)]
 
+    if not stop_at_end:
+        _leave_after_last_snapshot(all_brokers, lifecycle, ctrl, injected, end_ms, hb_ms)
+
     return Plan(
         start_ms=start_ms,
         end_ms=end_ms,
@@ -452,3 +458,60 @@ def query_count(rate: float, factor: float, frac: float, i: int, j: int) -> int:
     """Route answers for queried topic ``i`` in route_queries line ``j`` (pure: the ground
     truth recomputes it instead of keeping millions of counts)."""
     return int(rate * factor * frac + ((i * 7919 + j * 104_729) % 100) / 100)
+
+
+def _leave_after_last_snapshot(
+    brokers: list[Broker],
+    lifecycle: list[tuple[int, list[tuple[int, int, int, bool]]]],
+    ctrl: list[list[tuple[int, int, Any]]],
+    injected: list[dict[str, Any]],
+    end_ms: int,
+    hb_ms: int,
+) -> None:
+    """A data set that ends with instances running: one whole broker group unregisters
+    between the last snapshot of every instance and the end, so the routes at the end of the
+    data differ from every instance's last snapshot (what the pipeline once reported). The
+    group is the first whose brokers are all up, untouched by any incident, from well before
+    that moment to the end. Draws nothing from the plan's random stream: every other part of
+    a seed's world stays as it was. Skipped when the last snapshot lies too close to the
+    end."""
+    last_snapshot = 0
+    for start0, changes in lifecycle:
+        start = max([start0, *(back for _, _, back, _ in changes)])
+        last_snapshot = max(
+            last_snapshot, start + (end_ms - 1 - start) // SNAPSHOT_MS * SNAPSHOT_MS
+        )
+    at = (last_snapshot + end_ms) // 2
+    if not last_snapshot + LEAVE_MARGIN_MS <= at <= end_ms - LEAVE_MARGIN_MS:
+        return
+    calm_from = at - 2 * SNAPSHOT_MS
+
+    def calm(broker: Broker) -> bool:
+        return (
+            bool(broker.lives)
+            and broker.lives[-1][2] == "run_end"
+            and broker.lives[-1][0] < calm_from
+            and not broker.misses
+            and all(end < calm_from for _, end in broker.busy)
+        )
+
+    groups: dict[str, list[Broker]] = {}
+    for broker in brokers:
+        groups.setdefault(broker.name, []).append(broker)
+    members = next((g for g in groups.values() if all(calm(b) for b in g)), None)
+    if members is None:
+        return
+    for broker in members:
+        start, _, _ = broker.lives[-1]
+        broker.lives[-1] = (start, at, "unregister")
+        broker.busy.append((at, end_ms + 2 * hb_ms))
+        for k, instance_ctrl in enumerate(ctrl):
+            instance_ctrl.append((at + k, UNREG, broker.idx))
+    injected.append(
+        {
+            "kind": "left_after_last_snapshot",
+            "broker_name": members[0].name,
+            "start": at,
+            "end": None,
+        }
+    )

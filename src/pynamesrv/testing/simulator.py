@@ -42,6 +42,7 @@ from pynamesrv.testing.plan import (
     PERM,
     SCAN,
     SNAP,
+    SNAPSHOT_MS,
     START,
     STOP,
     UNREG,
@@ -56,7 +57,6 @@ from pynamesrv.testing.writer import (
     heartbeat_template,
 )
 
-SNAPSHOT_MS: Final = 600_000  # journalSnapshotIntervalMs
 # Far smaller than the server's pieces (8 MiB), so that generated journals hold snapshots in
 # several pieces and every reader is tested on them.
 SNAPSHOT_PIECE_BYTES: Final = 16 * 1024
@@ -115,7 +115,6 @@ class InstanceSimulator:
         self.window_start = 0
         self.scan_base = 0
         self.line_no = 0
-        self.last_topics: dict[str, list[dict[str, Any]]] = {}
         # route_queries line ts -> (factor, window fraction, line number, topics missed)
         self.rq_lines: dict[int, tuple[float, float, int, frozenset[str]]] = {}
         self.q_index = {t: i for i, t in enumerate(plan.queried)}
@@ -151,8 +150,22 @@ class InstanceSimulator:
             removals=facts.removals,
             membership=facts.membership,
             queries=self._queries,
-            last_snapshot_topics=self.last_topics,
+            end_routes=self._end_routes(),
         )
+
+    def _end_routes(self) -> dict[str, list[tuple[str, int, int]]]:
+        """The queue data of every route the registry answers now, after the instance's last
+        line: (broker name, read, write queues) per topic. A stopped instance keeps the
+        table it stopped with (what its journal's last lines describe)."""
+        routes = {}
+        for topic in self.routes.topic_queue_table:
+            route = self.routes.pickup_route(topic)
+            if route is not None:
+                routes[topic] = [
+                    (q["brokerName"], q["readQueueNums"], q["writeQueueNums"])
+                    for q in route["queueDatas"]
+                ]
+        return routes
 
     # ------------------------------------------------------------------ scheduling
 
@@ -413,7 +426,6 @@ class InstanceSimulator:
     def _snapshot(self, ts: int) -> dict[str, Any]:
         snap = self.routes.snapshot()
         self.journal.record_snapshot(ts, snap, SNAPSHOT_PIECE_BYTES)
-        self.last_topics = snap["topics"]
         return snap
 
     def _route_queries(self, ts: int) -> None:

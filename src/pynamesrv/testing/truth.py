@@ -69,8 +69,9 @@ class InstanceLog:
     membership: dict[str, list[tuple[str, int, int]]]
     #: counts[topic] of the route_queries line written at ``ts`` (0 when none or absent).
     queries: Callable[[str, int], int]
-    #: ``topics`` of the instance's last snapshot line.
-    last_snapshot_topics: dict[str, list[dict[str, Any]]]
+    #: topic -> [(broker name, read, write queues)] of every route the instance's registry
+    #: answered after its last line.
+    end_routes: dict[str, list[tuple[str, int, int]]]
 
 
 class InstanceFacts:
@@ -391,11 +392,13 @@ def _diverge(cluster: str, a: InstanceLog, b: InstanceLog) -> list[Row]:
             else:
                 diff.discard(addr)
         now_active = bool(diff) and running[0] > 0 and running[1] > 0
-        if now_active and not active:
-            start_ts = ts
-            only_a = sorted(x for x in diff if live[0].get(x, 0) > 0)
-            only_b = sorted(x for x in diff if live[1].get(x, 0) > 0)
-        elif active and not now_active:
+        if now_active:  # every address that differs at any moment of the interval
+            if not active:
+                start_ts = ts
+                only_a, only_b = [], []
+            only_a = sorted({*only_a, *(x for x in diff if live[0].get(x, 0) > 0)})
+            only_b = sorted({*only_b, *(x for x in diff if live[1].get(x, 0) > 0)})
+        elif active:
             rows.append(
                 {
                     "cluster": cluster,
@@ -416,26 +419,28 @@ def _diverge(cluster: str, a: InstanceLog, b: InstanceLog) -> list[Row]:
 
 
 def topic_distribution(logs: list[InstanceLog]) -> list[Row]:
+    """The routes every instance answered at the end of the data (its newest line, one
+    instant for all), which is after each instance's own last line."""
+    at_ts = max((log.last_ts for log in logs), default=None)
     rows = []
     for log in logs:
-        for topic, queues in log.last_snapshot_topics.items():
-            brokers = len({q["broker_name"] for q in queues})
-            if brokers == 0:
-                continue
-            write = sum(q["write"] for q in queues)
-            max_write = max(q["write"] for q in queues)
+        for topic, queues in log.end_routes.items():
+            brokers = len({name for name, _, _ in queues})
+            write = sum(w for _, _, w in queues)
+            max_write = max(w for _, _, w in queues)
             mean = write / brokers
             rows.append(
                 {
                     "ns": log.ns,
                     "topic": topic,
                     "brokers": brokers,
-                    "read_queues": sum(q["read"] for q in queues),
+                    "read_queues": sum(r for _, r, _ in queues),
                     "write_queues": write,
                     "max_queues_per_broker": max_write,
                     "mean_queues_per_broker": mean,
-                    "skew": max_write / mean if mean else None,
+                    "skew": max_write / mean if mean else 1.0,
                     "single_broker": brokers == 1,
+                    "at_ts": at_ts,
                 }
             )
     rows.sort(key=lambda r: (r["ns"], r["topic"]))
