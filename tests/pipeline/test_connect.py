@@ -109,9 +109,14 @@ def readme_commands(blocks: list[tuple[str, str]], url: str) -> list[list[str]]:
         for line in code.replace("\\\n", " ").splitlines():
             args = shlex.split(line.replace(README_SERVER, url), comments=True)
             local = not any("://" in a and not a.startswith(url) for a in args)
-            wanted = bool(args) and Path(args[0]).name == "pynamesrv" and args[1:3] in (
-                ["pipeline", "run"],
-                ["pipeline", "tables"],
+            wanted = (
+                bool(args)
+                and Path(args[0]).name == "pynamesrv"
+                and args[1:3]
+                in (
+                    ["pipeline", "run"],
+                    ["pipeline", "tables"],
+                )
             )
             if wanted and local:
                 commands.append([str(VENV_BIN / "pynamesrv"), *args[1:]])
