@@ -164,6 +164,12 @@ class WorkerLink(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
+    def send_parts(self, parts: list[bytes]) -> None:
+        """A message as its parts (``link.parts_message``): a batch or an image is not
+        copied into it."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(parts)
+
     def reply(self, data: bytes) -> None:
         """A forwarded request's answer: behind the batches of what it changed."""
         if self._behind:
@@ -172,13 +178,13 @@ class WorkerLink(asyncio.Protocol):
             self.send(data)
 
     def on_batch(self, position: int, batch: bytes) -> None:
-        self.send(link.batch_message(time.monotonic_ns(), batch))
+        self.send_parts(link.batch_message(time.monotonic_ns(), batch))
 
     def start_stream(self) -> None:
         """An image of now, then every batch after it (in one turn of the loop: none lost)."""
         self._imaging = True
         try:
-            self.send(link.message(link.IMAGE, self.pool.publisher.image()))
+            self.send_parts(link.parts_message(link.IMAGE, (self.pool.publisher.image(),)))
         finally:
             self._imaging = False
         self.pool.publisher.subscribe(self.on_batch)
@@ -323,7 +329,7 @@ class WorkerPool:
 
     def on_message(self, worker: WorkerLink, kind: int, payload: bytes) -> None:
         if kind == link.REQUEST:
-            head, frame = link.split_framed(payload)
+            head, frame = link.split_framed_view(payload)
             self._on_request(worker, head, frame)
         elif kind == link.CHANNEL_CLOSED:
             head, _ = link.split_framed(payload)
@@ -344,17 +350,18 @@ class WorkerPool:
             worker.figures.ready = True
             worker.ready.set()
 
-    def _on_request(self, worker: WorkerLink, head: dict[str, Any], frame: bytes) -> None:
+    def _on_request(self, worker: WorkerLink, head: dict[str, Any], frame: memoryview) -> None:
         channel_id = head["channel"]
         channel = worker.channels.get(channel_id)
         if channel is None:
             channel = worker.channels[channel_id] = RemoteChannel(worker, channel_id, head)
         try:
-            request = decode_frame_payload(memoryview(frame)[4:])
+            request = decode_frame_payload(frame[4:])
         except Exception as exc:  # the worker decoded it: a broken link, not a peer
             log.error("worker %d forwarded an undecodable frame: %s", worker.index, exc)
             worker.close()
             return
+        request.body_crc = head.get("crc")  # the worker's, computed as the body arrived
         answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
         if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
             self._keep(
