@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from sys import intern
 from typing import Any, Final
 
 import orjson
@@ -90,7 +91,7 @@ class Replica:
 
     # ------------------------------------------------------------------ the stream
 
-    def apply_batch(self, data: bytes) -> int:
+    def apply_batch(self, data: bytes | memoryview) -> int:
         """Apply one encoded batch; returns its position. A batch the image already held is
         skipped; one past the next raises ``ReplicaGap``."""
         applied: list[Event] = []
@@ -119,8 +120,16 @@ class Replica:
             if event_type is BrokerRegistered:  # ``replication.registered_record``
                 configs = record.pop("topic_configs")
                 del record["type"]
+                # Interned once, here: the table's keys and the group's set share them, and
+                # the apply's own ``intern`` finds each already done (a name decoded twice
+                # costs the lookup twice).
+                topics = list(map(intern, configs["topics"]))
+                record.setdefault("topics_added", topics)  # left out: the same names
                 event = BrokerRegistered(
-                    **record, topic_configs=QueueConfigs(configs["rows"], configs["mask"])
+                    **record,
+                    topic_configs=QueueConfigs.from_columns(
+                        topics, configs["values"], configs["index"], configs["mask"]
+                    ),
                 )
             else:
                 event = event_type.from_record(record)
