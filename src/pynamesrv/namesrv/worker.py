@@ -22,7 +22,6 @@ import resource
 import signal
 import socket
 import time
-from dataclasses import asdict
 from time import perf_counter
 from typing import Any, Final, cast
 
@@ -325,9 +324,9 @@ class Worker:
             "refused": dict(server.refused) if server is not None else {},
             "lag": [self.lag.count, self.lag.sum_s, self.lag.cumulative()],
             "rss": rss_bytes(),
-            "topic_counts": asdict(
-                stats.take_topic_counts(self._fast_path.take_hits() if self._fast_path else None)
-            ),
+            "topic_counts": stats.take_topic_counts(
+                self._fast_path.take_hits() if self._fast_path else None
+            ).to_record(),
         }
 
     async def _report(self) -> None:
