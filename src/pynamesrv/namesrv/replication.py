@@ -144,6 +144,8 @@ class Publisher:
         self.started_ms = 0  # the processor's start (the 5.x start-up wait), for the image
         self._config_version = registry.data_version
         self._sinks: list[Sink] = []
+        # Called once every sink has a batch (the writer yields its core to the workers).
+        self.after_publish: Callable[[], None] = lambda: None
 
     def subscribe(self, sink: Sink) -> None:
         self._sinks.append(sink)
@@ -185,8 +187,11 @@ class Publisher:
     def _publish(self, items: list[list[Any]]) -> None:
         self.position += 1
         data = orjson.dumps([self.position, items])
-        for sink in list(self._sinks):
+        sinks = list(self._sinks)
+        for sink in sinks:
             sink(self.position, data)
+        if sinks:
+            self.after_publish()
 
     def image(self) -> bytes:
         """Everything a replica needs to answer as the writer does now, at ``position``."""

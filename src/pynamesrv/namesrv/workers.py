@@ -205,7 +205,6 @@ class WorkerLink(asyncio.Protocol):
 
     def on_batch(self, position: int, batch: bytes) -> None:
         self.send_now(link.batch_message(time.monotonic_ns(), batch))
-        self.pool.yield_core()
 
     def start_stream(self) -> None:
         """An image of now, then every batch after it (in one turn of the loop: none lost)."""
@@ -229,6 +228,7 @@ class WorkerPool:
         self.count = count
         self.publisher = Publisher(controller.routes, controller.kv, controller.registry)
         self.publisher.started_ms = controller.processor.started_ms
+        self.publisher.after_publish = self.yield_core
         self.links: list[WorkerLink] = []
         self.stopping = False
         self.going_away = False
@@ -237,8 +237,9 @@ class WorkerPool:
         controller.add_listener(self.publisher.on_events)
 
     def yield_core(self) -> None:
-        """Let a worker waiting for this core run now, once a turn of the loop (see the
-        module doc); with no other task waiting on the core the call returns at once."""
+        """Let a worker waiting for this core run now that every worker has the batch, once
+        a turn of the loop (see the module doc); with no other task waiting on the core the
+        call returns at once."""
         if self._yielded:
             return
         self._yielded = True
