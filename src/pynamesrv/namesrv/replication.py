@@ -15,7 +15,8 @@ What the stream carries beyond the journal's events, because answers read it:
 
 A batch is ``[position, items]``, one per ``on_events`` call (or config change), position
 counting from the image's; an item is ``["e", ts, record, filter_servers]``, ``["kv",
-namespace, entries]`` or ``["cfg", values, file_properties]``. The image is the tables in
+namespace, entries]`` or ``["cfg", values, file_properties]``; a registration's record holds
+its topics as columns (``registered_record``). The image is the tables in
 their exact order (the journal's snapshot is not: it lists groups, not the order clusters
 joined in, and no filter servers), so a replica answers byte for byte as the writer.
 """
