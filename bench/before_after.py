@@ -7,7 +7,7 @@ The other checkout is a ``src`` directory with its compiled fast paths built (or
 
     git worktree add /tmp/before 0474314   # main before the workers merge
     cp src/pynamesrv/namesrv/*.so /tmp/before/src/pynamesrv/namesrv/  # if unchanged there
-    .venv/bin/python bench/before_after.py --before /tmp/before/src [--repeat 5]
+    .venv/bin/python bench/before_after.py --before /tmp/before/src [--repeat 5] [--only ...]
 
 Both servers run at once, each pinned to CPU 0 with the load on the other CPUs, and only
 one of them is loaded at a time: a slow moment of a shared machine falls on either.
@@ -169,6 +169,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="the other checkout's src")
     parser.add_argument("--repeat", type=int, default=5, help="runs per side (the median)")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--only", choices=("queries", "registrations"), help="one of the two tables"
+    )
     args = parser.parse_args()
     if not (args.before / "pynamesrv").is_dir():
         raise SystemExit(f"{args.before}: not a src directory with pynamesrv in it")
@@ -178,8 +181,10 @@ def main() -> None:
         f"(min-max), each side in turn, the server on CPU 0"
     )
     print(f"{'':<34} {'':<8} {'before':>10} {'':<13} {'after':>10}")
-    queries(args, sources)
-    registrations(args, sources)
+    if args.only != "registrations":
+        queries(args, sources)
+    if args.only != "queries":
+        registrations(args, sources)
 
 
 if __name__ == "__main__":
