@@ -79,10 +79,11 @@ def free_port() -> int:
 
 
 def start_server(
-    name: str, cpu: str | None = "0", **properties: object
+    name: str, cpu: str | None = "0", *, source: Path | None = None, **properties: object
 ) -> tuple[subprocess.Popen, int, Path]:
     """``pynamesrv serve`` on a free port, pinned to ``cpu``, with every file it writes in a
-    fresh temporary home; ``properties`` are namesrv.properties keys to add or override."""
+    fresh temporary home; ``properties`` are namesrv.properties keys to add or override.
+    ``source``: another checkout's ``src`` to run instead of this one (``before_after.py``)."""
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     settings = {
@@ -97,11 +98,15 @@ def start_server(
     config = home / "namesrv.properties"
     config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
     pinned = ["taskset", "-c", cpu] if cpu is not None else []
+    env = None
+    if source is not None:
+        env = {**os.environ, "PYTHONPATH": str(source)}
     server = subprocess.Popen(
         [*pinned, sys.executable, "-m", "pynamesrv", "serve", "-c", str(config),
          "--listen", "127.0.0.1", "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )  # fmt: skip
     return server, port, home
 

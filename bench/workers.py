@@ -171,11 +171,16 @@ def query_load(
 
 
 def lag_p99(http: int) -> str:
+    """The apply lag's p99 as the bucket bound it falls under, and the share within 1 ms
+    (the goal), from the worker's histogram."""
     buckets = [(le, float(n)) for le, n in LAG_BUCKET.findall(http_text(http, "/metrics"))]
     total = buckets[-1][1] if buckets else 0
+    within = next((n for le, n in buckets if le == "0.001"), 0.0)
     for le, count in buckets:
         if total and count >= 0.99 * total:
-            return f"<= {float(le) * 1000:g} ms ({int(total)} batches)"
+            return (
+                f"<= {float(le) * 1000:g} ms, {within / total:.1%} <= 1 ms ({int(total)} batches)"
+            )
     return "no batches"
 
 

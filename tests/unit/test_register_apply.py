@@ -134,6 +134,55 @@ def test_queue_configs_show_the_perm_the_registry_applied() -> None:
     assert configs["A"]["perm"] == 4
 
 
+_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["A", "B", "C", "D"]),  # a name listed twice in one registration too
+        st.integers(1, 2),
+        st.integers(1, 2),
+        st.sampled_from([2, 4, 6]),
+        st.integers(0, 1),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    applies=st.lists(
+        st.tuples(st.sampled_from(["g1", "g2"]), _rows, st.sampled_from([-1, ~2]), st.booleans()),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_rows_applied_a_column_at_a_time_fill_the_table_as_row_by_row(
+    applies: list[tuple[str, list[tuple[str, int, int, int, int]], int, bool]],
+) -> None:
+    """A registration read back (a journal line, a worker's stream) is applied from its
+    columns (``QueueConfigs.columns``, ``from_columns`` as the stream carries them): the
+    table must be what the plain loop makes, key order and shared queue data included."""
+    routes = RouteInfoManager()
+    reference: dict[str, dict[str, QueueData]] = {}
+    for group, rows, mask, as_columns in applies:
+        configs = QueueConfigs(rows, mask)  # type: ignore[arg-type]
+        if as_columns:
+            configs = QueueConfigs.from_columns(*configs.columns(), mask)
+            assert configs.rows == rows
+        routes._write_configs(group, configs)
+        for topic, read, write, perm, flag in rows:
+            queues = reference.setdefault(topic, {})
+            queues[group] = QueueData(group, read, write, perm & mask, flag)
+        assert routes.topic_queue_table == reference
+        assert list(routes.topic_queue_table) == list(reference)
+        for topic, queues in reference.items():
+            assert list(routes.topic_queue_table[topic]) == list(queues)
+            for group_name, queue_data in queues.items():  # one object per group and values
+                shared = routes.queue_datas_of(group_name)[
+                    (queue_data.read_queue_nums, queue_data.write_queue_nums,
+                     queue_data.perm, queue_data.topic_sys_flag)
+                ]  # fmt: skip
+                assert routes.topic_queue_table[topic][group_name] is shared
+
+
 def _cached_routes(topics: int) -> RouteInfoManager:
     routes = RouteInfoManager()
     body = RegisterBrokerBody(

@@ -386,3 +386,46 @@ def test_without_so_reuseport_workers_refuse_the_start_with_one_listen_error(
         asyncio.run(controller.bind())
     assert "no so_reuseport here, which serverworkers > 1 needs" in str(refused.value)
     controller._writer.shutdown(wait=True)
+
+
+def test_a_replica_applies_a_large_batch_without_collecting_and_freezes_what_it_built() -> None:
+    """The writer's heap discipline (``heap.HeapKeeper``) on the replica: a registration of
+    many topics is applied with the collector held off (on a heap the size of a worker's,
+    dozens of collections walked what the apply had built so far), and the tables it built
+    leave the collector's generations, so no later full collection walks them on the
+    worker's loop."""
+    import gc
+
+    topics = [TopicConfig(f"Many-{i:05d}") for i in range(12_000)]
+    with writer_config() as config:
+        controller = NamesrvController(config, auto_expiry=False, notify_send=_no_send)
+        publisher = Publisher(controller.routes, controller.kv, controller.registry)
+        controller.add_listener(publisher.on_events)
+        batches: list[bytes] = []
+        publisher.subscribe(lambda position, data: batches.append(data))
+        replica = Replica()
+        replica.install(publisher.image())
+        request = requests.register_broker(
+            cluster="C1", broker_name="g1", broker_addr=addr("g1", 0), broker_id=0,
+            ha_server_addr=None, body=RegisterBrokerBody(DataVersion(T0, 1), topics, None),
+        )  # fmt: skip
+        asyncio.run(answer(controller.processor, request, Channel(0)))
+        controller._writer.shutdown(wait=True)
+        controller.heap.release()
+
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    frozen = gc.get_freeze_count()
+    gc.callbacks.append(count)
+    try:
+        replica.apply_batch(batches[-1])
+        assert len(replica.routes.topic_queue_table) == 12_000
+        assert collections in ([], [1])  # at most the young generations, once, as it begins
+        assert gc.get_freeze_count() - frozen >= 12_000  # each topic's queue table at least
+    finally:
+        gc.callbacks.remove(count)
+        replica.heap.release()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
+from operator import itemgetter
 from typing import Any, ClassVar, Final, Self
 
 from pynamesrv.namesrv.model import DataVersion, QueueData, RoutedTopic, TopicQueueMappingInfo
@@ -127,6 +128,10 @@ def _field_names(event_type: type) -> tuple[str, ...]:
 
 
 _QUEUE_CONFIG_KEYS: Final = ("read", "write", "perm", "sys_flag")  # a topic_configs entry
+QueueValues = tuple[int, int, int, int]  # read, write, perm, sys_flag
+Columns = tuple[list[str], list[QueueValues], list[int] | None]  # ``QueueConfigs.columns``
+_TOPIC: Final = itemgetter(0)
+_VALUES: Final = itemgetter(1, 2, 3, 4)
 
 
 class QueueConfigs(Mapping[str, dict[str, int]]):
@@ -138,14 +143,48 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
     event loop that only the journal's writer thread needs. ``perm_mask`` is what the
     registry applied to each row's perm (a prime slave's topics lose the write bit). A topic
     listed twice takes the place of its first row and the values of its last, as a dict
-    filled row by row would."""
+    filled row by row would.
 
-    __slots__ = ("_as_dict", "_perm_mask", "_rows")
+    The same rows can be held as columns instead (``from_columns``, ``columns``): the
+    topics, the distinct values and each topic's index into them. That is how a
+    registration travels to the workers: 100,000 topics with a handful of distinct values
+    are a list of names and a list of small numbers, not 100,000 five-member rows to encode,
+    decode and take apart again."""
+
+    __slots__ = ("_as_dict", "_columns", "_perm_mask", "_rows")
 
     def __init__(self, rows: list[RoutedTopic], perm_mask: int = -1) -> None:
-        self._rows = rows
+        self._rows: list[RoutedTopic] | None = rows
+        self._columns: Columns | None = None
         self._perm_mask = perm_mask
         self._as_dict: dict[str, dict[str, int]] | None = None
+
+    @classmethod
+    def from_columns(
+        cls, topics: list[str], values: list[QueueValues], index: list[int] | None, perm_mask: int
+    ) -> QueueConfigs:
+        """The rows ``columns`` returned (``index`` None: every topic takes ``values[0]``)."""
+        configs = cls([], perm_mask)
+        configs._rows = None
+        configs._columns = (topics, values, index)
+        return configs
+
+    def columns(self) -> Columns:
+        """The rows as columns: topics, distinct values (read, write, perm before the mask,
+        sys_flag) in the order they first appear, and each topic's index into them (None
+        when there is one value, or no row)."""
+        if self._columns is None:
+            rows = self.rows
+            topics = list(map(_TOPIC, rows))
+            per_row = list(map(_VALUES, rows))
+            distinct = dict.fromkeys(per_row)
+            values = list(distinct)
+            index = None
+            if len(values) > 1:
+                numbers = {v: i for i, v in enumerate(values)}
+                index = list(map(numbers.__getitem__, per_row))
+            self._columns = (topics, values, index)
+        return self._columns
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         """The plain dict (built once; a race between two threads builds two equal ones)."""
@@ -154,7 +193,7 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
             mask = self._perm_mask
             built = self._as_dict = {
                 topic: {"read": read, "write": write, "perm": perm & mask, "sys_flag": sys_flag}
-                for topic, read, write, perm, sys_flag in self._rows
+                for topic, read, write, perm, sys_flag in self.rows
             }
         return built
 
@@ -166,7 +205,7 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
         mask = self._perm_mask
         entries: dict[tuple[int, int, int, int], dict[str, int]] = {}
         record: dict[str, dict[str, int]] = {}
-        for topic, read, write, perm, sys_flag in self._rows:
+        for topic, read, write, perm, sys_flag in self.rows:
             values = (read, write, perm & mask, sys_flag)
             entry = entries.get(values)
             if entry is None:
@@ -188,7 +227,15 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
 
     @property
     def rows(self) -> list[RoutedTopic]:
-        return self._rows
+        rows = self._rows
+        if rows is None:
+            topics, values, index = self._columns  # type: ignore[misc]  # one or the other
+            if index is None:
+                rows = [(topic, *values[0]) for topic in topics]
+            else:
+                rows = [(t, *values[i]) for t, i in zip(topics, index, strict=True)]
+            self._rows = rows
+        return rows
 
     @property
     def perm_mask(self) -> int:

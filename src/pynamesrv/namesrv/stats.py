@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -71,6 +71,11 @@ class RouteQueryCounts:
     counts_other: int = 0  # answers with a route not listed (over MAX_COUNTED_BYTES)
     misses_other: int = 0  # misses not listed (over MAX_MISSED_TOPICS or MAX_MISSED_BYTES)
     misses_too_long: int = 0  # misses of names longer than MAX_TOPIC_LENGTH
+
+    def to_record(self) -> dict[str, Any]:
+        """The fields by name, the maps shared (``dataclasses.asdict`` copies them deeply: a
+        worker sends its counts every second)."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 def bounded_counts(

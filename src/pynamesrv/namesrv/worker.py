@@ -22,7 +22,6 @@ import resource
 import signal
 import socket
 import time
-from dataclasses import asdict
 from time import perf_counter
 from typing import Any, Final, cast
 
@@ -34,7 +33,7 @@ from pynamesrv.namesrv.fastpath import RouteQueryFastPath
 from pynamesrv.namesrv.replica import Replica, ReplicaGap
 from pynamesrv.namesrv.settings import setting
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats, RequestHistogram
-from pynamesrv.remoting.codec import encode
+from pynamesrv.remoting.codec import encode_head
 from pynamesrv.remoting.codes import RequestCode, Version
 from pynamesrv.remoting.command import RemotingCommand
 from pynamesrv.remoting.proxy_protocol import ProxyMode, ProxyPolicy, parse_networks
@@ -133,6 +132,10 @@ class Worker:
     def _send(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
+
+    def _send_parts(self, parts: list[bytes]) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.writelines(parts)
 
     def _on_message(self, kind: int, payload: bytes) -> None:
         if kind == link.BATCH:
@@ -284,8 +287,12 @@ class Worker:
             "peer": conn.peer,
             "proxied_by": conn.proxied_by,
             "tls": conn.tls is not None,
+            "crc": request.body_crc,  # computed as a large body arrived: not again
         }
-        self._send(link.framed_message(link.REQUEST, head, encode(request)))
+        # The body as it was received, not copied into a re-encoded frame (workerlink).
+        self._send_parts(
+            link.framed_parts(link.REQUEST, head, (encode_head(request), request.body))
+        )
         return (await future) or None  # empty: no answer (oneway, or the link is gone)
 
     def _on_close(self, conn: Connection, reason: str) -> None:
@@ -317,9 +324,9 @@ class Worker:
             "refused": dict(server.refused) if server is not None else {},
             "lag": [self.lag.count, self.lag.sum_s, self.lag.cumulative()],
             "rss": rss_bytes(),
-            "topic_counts": asdict(
-                stats.take_topic_counts(self._fast_path.take_hits() if self._fast_path else None)
-            ),
+            "topic_counts": stats.take_topic_counts(
+                self._fast_path.take_hits() if self._fast_path else None
+            ).to_record(),
         }
 
     async def _report(self) -> None:

@@ -1,0 +1,56 @@
+"""The writer-worker link's messages (``namesrv.workerlink``): written as parts, read back
+whole however the stream is cut."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynamesrv.namesrv import requests
+from pynamesrv.namesrv import workerlink as link
+from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.remoting.codec import decode_frame_payload, encode_head
+
+
+def _register() -> tuple[bytes, bytes]:
+    request = requests.register_broker(
+        cluster="C", broker_name="b", broker_addr="10.0.0.1:10911", broker_id=0,
+        ha_server_addr=None,
+        body=RegisterBrokerBody(
+            DataVersion(1, 1), [TopicConfig(f"T{i}") for i in range(500)], None
+        ),
+    )  # fmt: skip
+    return encode_head(request), request.body
+
+
+@pytest.mark.parametrize("cut", [1, 7, 4096, 1 << 20])
+def test_messages_written_as_parts_are_read_back_whole_however_the_stream_is_cut(
+    cut: int,
+) -> None:
+    head, body = _register()
+    stream = b"".join(
+        [
+            *link.framed_parts(link.REQUEST, {"id": 1, "crc": 5}, (head, body)),
+            *link.batch_message(123, b'[1,["x"]]'),
+            link.framed_message(link.REPLY, {"id": 1}, b""),
+            *link.parts_message(link.IMAGE, (b"{}",)),
+        ]
+    )
+    decoder = link.LinkDecoder()
+    messages = []
+    for start in range(0, len(stream), cut):
+        messages += decoder.feed(stream[start : start + cut])
+    assert [kind for kind, _ in messages] == [link.REQUEST, link.BATCH, link.REPLY, link.IMAGE]
+    forwarded, frame = link.split_framed_view(messages[0][1])
+    assert forwarded == {"id": 1, "crc": 5}
+    request = decode_frame_payload(frame[4:])
+    assert request.body == body and request.field("brokerName") == "b"
+    published_ns, batch = link.split_batch(messages[1][1])
+    assert (published_ns, bytes(batch)) == (123, b'[1,["x"]]')
+    assert link.split_framed(messages[2][1]) == ({"id": 1}, b"")
+    assert messages[3][1] == b"{}"
+    assert decoder.feed(b"") == []
+
+
+def test_a_length_no_message_has_breaks_the_link() -> None:
+    with pytest.raises(link.LinkError):
+        link.LinkDecoder().feed(b"\x00\x00\x00\x00\x03")
