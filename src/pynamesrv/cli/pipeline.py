@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
 
 import click
@@ -35,6 +35,9 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from pynamesrv.pipeline import TABLES
+
+if TYPE_CHECKING:
+    from pynamesrv.namesrv.history import HourFile
 
 _EPOCH_MS = re.compile(r"^-?\d+$")
 
@@ -143,12 +146,13 @@ def _is_spark_failure(exc: BaseException) -> bool:
 @contextmanager
 def _spark_errors() -> Iterator[None]:
     """Everything the operator has to fix is one line; the full trace goes to a log file."""
+    from pynamesrv.namesrv.history import OutsideJournals
     from pynamesrv.pipeline.job import OutputLayoutError, SharedPathError
     from pynamesrv.pipeline.store import JournalError
 
     try:
         yield
-    except (JournalError, SharedPathError, OutputLayoutError) as exc:
+    except (JournalError, OutsideJournals, SharedPathError, OutputLayoutError) as exc:
         raise InputError(str(exc)) from exc
     except Exception as exc:
         if not _is_spark_failure(exc):
@@ -244,14 +248,15 @@ ENVIRONMENT: Final = ParameterSource.ENVIRONMENT
 _WILDCARD: Final = re.compile(r"[*?\[]")
 
 
-def _local_journal_files(journals: tuple[str, ...]) -> list[Any] | None:
+def _local_journal_files(journals: tuple[str, ...]) -> list[HourFile] | None:
     """The hour files the --journal paths hold, found before Spark starts (None when a path
-    is not local, or a glob Python cannot read: Spark lists those). A missing or unreadable
-    path and an input without hour files raise ``InputError``, in the words Spark's listing
-    (``store.find_journal_files``) uses."""
-    from pynamesrv.pipeline.store import FILE_NAMES, JournalFile, hour_of_name
+    is not local, or a glob Python cannot read: Spark lists those), one per instance
+    directory and hour (the compressed one of a pair, as Spark's listing takes it). A
+    missing or unreadable path and an input without hour files raise ``InputError``, in the
+    words Spark's listing (``store.find_journal_files``) uses."""
+    from pynamesrv.namesrv.history import FILE_NAMES, HourFile, hour_of_name
 
-    found: dict[tuple[str, int], JournalFile] = {}
+    found: dict[tuple[str, int], HourFile] = {}
     for pattern in journals:
         local = _local_path(pattern)
         if local is None or "{" in pattern:
@@ -265,12 +270,14 @@ def _local_journal_files(journals: tuple[str, ...]) -> list[Any] | None:
         for root in roots:
             for path in _files_under(root):
                 hour = hour_of_name(path.name)
-                if hour is not None:
-                    stat = path.stat()
-                    file = JournalFile(
-                        path.parent.name, hour, str(path), stat.st_size, int(stat.st_mtime * 1000)
-                    )
-                    found.setdefault((file.instance, hour), file)
+                if hour is None:
+                    continue
+                file = HourFile(path.parent.name, hour, str(path))
+                current = found.get((file.instance, hour))
+                if current is None or (
+                    path.name.endswith(".gz") and not current.path.endswith(".gz")
+                ):
+                    found[(file.instance, hour)] = file
     if not found:
         raise InputError(f"no journal files ({FILE_NAMES}) under {', '.join(journals)}")
     return sorted(found.values(), key=lambda f: (f.hour_ms, f.instance))
@@ -509,34 +516,27 @@ def routes_at_command(
     """Print the GET_ROUTEINFO_BY_TOPIC bodies each instance answered at --time, with
     digests, as JSON.
 
-    Reads the hour files from the last snapshot at or before --time on. Compare a topic's
-    digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC --digest.
+    Reads the hour files from the last snapshot at or before --time on. Journals on this
+    machine are read without Spark (a second or so); --master, --remote or journals on
+    cluster storage (hdfs://, s3a://) read them through Spark, with the same answer. Compare
+    a topic's digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC
+    --digest.
     """
-    _require_pyspark()
-    from pynamesrv.pipeline.history import check_time, iso_time
-    from pynamesrv.pipeline.timetravel import describe, registries_at, route_bodies
+    from pynamesrv.namesrv.history import iso_time
+    from pynamesrv.namesrv.timetravel import describe, route_bodies
 
-    _quiet_pyspark_logging()
     if raw and topic is None:
         raise InputError("--raw prints one route body: give --topic")
     files = _local_journal_files(journals)
-    if files is not None:
-        with _spark_errors():
-            check_time(files, at, instance)
-    _where(master, remote)
-    with _spark_errors():
-        spark, owned = _session(master, remote, "pynamesrv-routes-at")
-    try:
-        with _spark_errors():
-            registries = registries_at(spark, list(journals), at, instance=instance)
-    finally:
-        if owned:
-            spark.stop()
+    if files is not None and master is None and remote is None:
+        registries = _local_registries(files, at, instance)
+    else:
+        registries = _spark_registries(journals, files, at, instance, master, remote)
     if instance is not None and instance not in registries:
         raise InputError(f"no journal lines of {instance} at or before {iso_time(at)}")
     if not registries:
         raise InputError(f"no journal lines at or before {iso_time(at)}")
-    bodies = {ns: route_bodies(r, DIALECTS[dialect]) for ns, r in registries.items()}
+    bodies = {ns: route_bodies(r, DIALECTS[dialect], topic) for ns, r in registries.items()}
     answer = describe(bodies, at, topic)
     routed = [ns for ns, entry in answer.items() if entry["topics"]]
     if topic is not None and not routed:
@@ -555,6 +555,51 @@ def routes_at_command(
         return
     sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.buffer.write(b"\n")
+
+
+def _local_registries(files: list[HourFile], at: int, instance: str | None) -> dict[str, Any]:
+    """The registries at ``at`` from local hour files, without Spark (``namesrv.history``);
+    what a damaged journal made it skip is said on stderr, in one line."""
+    from pynamesrv.namesrv.history import OutsideJournals, registries_at
+    from pynamesrv.namesrv.journal import JournalDamage
+
+    damage = JournalDamage()
+    try:
+        registries = registries_at(files, at, instance=instance, damage=damage)
+    except OutsideJournals as exc:
+        raise InputError(str(exc)) from exc
+    if damage:
+        click.echo(f"warning: the journal is damaged; skipped {damage.summary()}", err=True)
+    return registries
+
+
+def _spark_registries(
+    journals: tuple[str, ...],
+    files: list[HourFile] | None,
+    at: int,
+    instance: str | None,
+    master: str | None,
+    remote: str | None,
+) -> dict[str, Any]:
+    """The registries at ``at`` through Spark: journals on cluster storage, --master,
+    --remote (``pipeline.timetravel``)."""
+    _require_pyspark()
+    from pynamesrv.namesrv.history import check_time
+    from pynamesrv.pipeline.timetravel import registries_at
+
+    _quiet_pyspark_logging()
+    if files is not None:
+        with _spark_errors():
+            check_time(files, at, instance)
+    _where(master, remote)
+    with _spark_errors():
+        spark, owned = _session(master, remote, "pynamesrv-routes-at")
+    try:
+        with _spark_errors():
+            return registries_at(spark, list(journals), at, instance=instance)
+    finally:
+        if owned:
+            spark.stop()
 
 
 @pipeline.command()
