@@ -34,27 +34,12 @@ import orjson
 from click.core import ParameterSource
 from rich.console import Console
 
+from pynamesrv.namesrv.history import parse_time
+from pynamesrv.namesrv.timetravel import DIALECTS
 from pynamesrv.pipeline import TABLES
 
 if TYPE_CHECKING:
     from pynamesrv.namesrv.history import HourFile
-
-_EPOCH_MS = re.compile(r"^-?\d+$")
-
-
-def parse_time(value: str) -> int:
-    """Epoch milliseconds from ``1767225600000`` or ISO-8601 (``2026-01-01T00:00:00Z``,
-    ``2026-01-01 00:00``, ``2026-01-01``); a time without a zone is UTC."""
-    text = value.strip()
-    if _EPOCH_MS.match(text):
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError as exc:
-        raise ValueError(f"not epoch ms or ISO-8601: {value!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
 
 
 class TimeParam(click.ParamType):
@@ -475,10 +460,6 @@ def run(
     )
     click.echo(f"report: {result.report}")
     click.echo(f"tables: pynamesrv pipeline tables --out {out}")
-
-
-# remoting/fastjson.py's two dialects, by name -> standard
-DIALECTS: Final = {"standard": True, "legacy": False}
 
 
 @pipeline.command("routes-at")

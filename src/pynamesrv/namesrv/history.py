@@ -129,6 +129,25 @@ def hour_files(paths: Iterable[Path], damage: JournalDamage | None = None) -> li
 # ---------------------------------------------------------------------------- the range
 
 
+_EPOCH_MS: Final = re.compile(r"^-?\d+$")
+
+
+def parse_time(value: str) -> int:
+    """Epoch milliseconds from ``1767225600000`` or ISO-8601 (``2026-01-01T00:00:00Z``,
+    ``2026-01-01 00:00``, ``2026-01-01``); a time without a zone is UTC. ``ValueError`` for
+    anything else."""
+    text = value.strip()
+    if _EPOCH_MS.match(text):
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError as exc:
+        raise ValueError(f"not epoch ms or ISO-8601: {value!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
 def iso_time(ms: int) -> str:
     """``2026-01-01T00:00:15Z`` (milliseconds only when there are some)."""
     moment = datetime.fromtimestamp(ms / 1000, UTC)
@@ -152,16 +171,24 @@ def covered(files: Sequence[HourFileLike]) -> tuple[int, int]:
     return min(f.hour_ms for f in files), max(f.hour_ms for f in files) + HOUR_MS
 
 
-def check_time(files: Sequence[HourFileLike], at_ms: int, instance: str | None = None) -> None:
+def check_time(
+    files: Sequence[HourFileLike],
+    at_ms: int,
+    instance: str | None = None,
+    *,
+    open_end: bool = False,
+) -> None:
     """Refuse a time the journals (of ``instance``'s directory, when it has one) do not
     cover: before their first hour nothing was recorded, and after their last hour the
-    server may have changed anything or stopped. ``OutsideJournals`` says the range."""
+    server may have changed anything or stopped (``open_end``: the server is running and
+    wrote every line it recorded, so nothing changed since). ``OutsideJournals`` says the
+    range."""
     own = by_instance_dir(files, instance)
     chosen = [f for fs in own.values() for f in fs]
     if not chosen:
         raise OutsideJournals("no journal files")
     start, end = covered(chosen)
-    if start <= at_ms < end:
+    if start <= at_ms and (at_ms < end or open_end):
         return
     whose = f" of {instance}" if instance and instance_dir_name(instance) in own else ""
     side = "before" if at_ms < start else "after"
@@ -370,12 +397,14 @@ def registries_at(
     *,
     instance: str | None = None,
     damage: JournalDamage | None = None,
+    open_end: bool = False,
 ) -> dict[str, RouteInfoManager]:
     """``{instance: registry}``, instances sorted: each instance's (or only ``instance``'s)
     route tables as they were at ``at_ms`` (lines at exactly ``at_ms`` included), from the
-    local hour files ``files``. A time they do not cover raises ``OutsideJournals``. What was
-    skipped of damaged files and lines is counted in ``damage``."""
-    check_time(files, at_ms, instance)
+    local hour files ``files``. A time they do not cover raises ``OutsideJournals``
+    (``check_time``, ``open_end`` included). What was skipped of damaged files and lines is
+    counted in ``damage``."""
+    check_time(files, at_ms, instance, open_end=open_end)
     hour = at_ms // HOUR_MS * HOUR_MS
     out: dict[str, RouteInfoManager] = {}
     for directory in by_instance_dir(files, instance).values():
@@ -424,3 +453,27 @@ def _rebuilt(
         if based or not bases.found:
             break
     return registry
+
+
+class NoRoute(LookupError):
+    """The instance held no route of the topic at T (or no line of it is at or before T)."""
+
+
+def route_at(
+    directory: Path, instance: str, at_ms: int, topic: str, standard: bool = True
+) -> dict[str, Any]:
+    """A running server's answer about its own journal (the JSON API, ``pynamesrv admin
+    routeAt``): ``routes-at --instance INSTANCE --topic TOPIC``'s document for the instance
+    directory ``directory``, ``{instance: {"time", "topics": {topic: {"digest", "body"}}}}``,
+    built by the same code. The server wrote every line it recorded before asking, so a
+    time after its last hour file (nothing changed since) is answered too. Raises
+    ``OutsideJournals`` for a time before the files, ``NoRoute`` when the topic had no
+    route then."""
+    damage = JournalDamage()
+    files = hour_files([directory], damage)
+    registries = registries_at(files, at_ms, instance=instance, damage=damage, open_end=True)
+    registry = registries.get(instance)
+    bodies = {} if registry is None else timetravel.route_bodies(registry, standard, topic)
+    if topic not in bodies:
+        raise NoRoute(f"no route of {topic} at {iso_time(at_ms)}")
+    return timetravel.describe({instance: bodies}, at_ms, topic)

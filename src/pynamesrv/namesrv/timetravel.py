@@ -35,6 +35,10 @@ from pynamesrv.remoting import fastjson
 
 Route = dict[str, list[dict[str, Any]]]
 
+# The JSON dialects a route body is answered in (remoting/fastjson.py), by name -> standard:
+# standard to clients of RocketMQ 4.9.4 and later, legacy (bare numeric keys) to older ones.
+DIALECTS: Final = {"standard": True, "legacy": False}
+
 REGISTERED: Final = BrokerRegistered.TYPE
 
 
