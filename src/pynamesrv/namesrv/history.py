@@ -414,10 +414,15 @@ def registries_at(
         taken = min(FIRST_FILES, len(before))
         while True:
             chosen = before[-taken:]
-            bases = _bases(chosen, at_ms, instance, damage)
-            if taken == len(before) or all(b.found for b in bases.values()):
+            seen = JournalDamage()  # of the files read this time (the last time counts)
+            bases = _bases(chosen, at_ms, instance, seen)
+            # Back further while an instance has no base here, or none has a line up to T
+            # here (the files at hand hold only later lines, or are damaged).
+            if taken == len(before) or (bases and all(b.found for b in bases.values())):
                 break
             taken = min(2 * taken, len(before))
+        if damage is not None:
+            damage.merge(seen)
         for ns, found in bases.items():
             out[ns] = _rebuilt(files, chosen, ns, found, at_ms, damage)
     return dict(sorted(out.items()))

@@ -848,6 +848,14 @@ class JournalDamage:
         if name is not None and name not in self.files and len(self.files) < _DAMAGE_EXAMPLES:
             self.files.append(name)
 
+    def merge(self, other: JournalDamage) -> None:
+        """Add what ``other`` counted, its example paths too (within the same bound)."""
+        for kind, count in other.to_record().items():
+            setattr(self, kind, getattr(self, kind) + count)
+        for name in other.files:
+            if name not in self.files and len(self.files) < _DAMAGE_EXAMPLES:
+                self.files.append(name)
+
     @property
     def total(self) -> int:
         return sum(getattr(self, kind) for kind in self.KINDS)

@@ -110,7 +110,10 @@ def rows_since_base(
             return {}, 0
         rows = [_as_dict(r) for r in _since_base(_read(spark, chosen, instance), at_ms).collect()]
         based = {r["ns"] for r in rows if r["base"]}
-        short = {r["dir"] for r in rows if r["ns"] not in based}
+        # Back further where an instance has no base, or none has a line up to T.
+        short = {r["dir"] for r in rows if r["ns"] not in based} | (
+            set(taken) - {r["dir"] for r in rows}
+        )
         grow = [d for d, n in taken.items() if d in short and n < len(before[d])]
         if not grow:
             break
