@@ -314,14 +314,41 @@ def _where(master: str | None, remote: str | None) -> str | None:
     return remote
 
 
-def _session(master: str | None, remote: str | None, app_name: str) -> tuple[Any, bool]:
-    """The Spark session and whether this command owns it (and so stops it): a Connect
-    session always; a classic one unless an embedding caller (a notebook, the tests) has
-    one active."""
+def _session(
+    master: str | None, remote: str | None, app_name: str, small_run: bool = False
+) -> tuple[Any, bool, Any]:
+    """The Spark session, whether this command owns it (and so stops it), and the class
+    archive its JVM maps or writes (``classcache``; None: no JVM launched here). A Connect
+    session is always owned; a classic one unless an embedding caller (a notebook, the
+    tests) has one active."""
+    from pynamesrv.pipeline.classcache import class_archive
     from pynamesrv.pipeline.job import spark_session
 
+    launched = remote is None and _no_active_session() and "PYSPARK_GATEWAY_PORT" not in os.environ
+    archive = class_archive() if launched else None
     owned = remote is not None or _no_active_session()
-    return spark_session(master, remote=remote, app_name=app_name), owned
+    session = spark_session(
+        master, remote=remote, app_name=app_name, class_archive=archive, small_run=small_run
+    )
+    return session, owned, archive
+
+
+def _stop(spark: Any, archive: Any, console: Console | None = None) -> None:
+    """Stop a session this command owns; when its JVM is to write the class archive, end it
+    and keep the archive (once: the next runs map it)."""
+    from pynamesrv.pipeline.classcache import launched_jvm
+
+    jvm = launched_jvm(spark) if archive is not None and archive.writing is not None else None
+    spark.stop()
+    if jvm is None:
+        return
+    if console is None:
+        archive.keep(jvm)
+        return
+    with console.status("saving Spark's classes for the next runs (once)…"):
+        kept = archive.keep(jvm)
+    if kept:
+        console.print(f"[dim]Spark's classes saved for the next runs: {archive.path}[/dim]")
 
 
 def _describe_session(spark: Any, remote: str | None) -> str:
@@ -401,7 +428,7 @@ def run(
     their data can change are recomputed; all outputs are published together.
     """
     _require_pyspark()
-    from pynamesrv.pipeline.job import run_pipeline
+    from pynamesrv.pipeline.job import is_small_run, run_pipeline
 
     _quiet_pyspark_logging()
     console = Console(stderr=True, highlight=False)
@@ -413,7 +440,8 @@ def run(
     with _spark_errors():
         _check_shared(where, journals, out, shared_path)
     with console.status("starting Spark…"), _spark_errors():
-        spark, owned = _session(master, remote, "pynamesrv-pipeline")
+        small = remote is None and is_small_run(list(journals), out, full)
+        spark, owned, archive = _session(master, remote, "pynamesrv-pipeline", small)
     console.print(f"[dim]{_describe_session(spark, remote)}[/dim]")
 
     def progress(stage: str, seconds: float, detail: str) -> None:
@@ -435,7 +463,7 @@ def run(
             )
     finally:
         if owned:
-            spark.stop()
+            _stop(spark, archive, console)
     skipped = ""
     if result.malformed or result.invalid:
         skipped = (
@@ -574,13 +602,13 @@ def _spark_registries(
             check_time(files, at, instance)
     _where(master, remote)
     with _spark_errors():
-        spark, owned = _session(master, remote, "pynamesrv-routes-at")
+        spark, owned, archive = _session(master, remote, "pynamesrv-routes-at")
     try:
         with _spark_errors():
             return registries_at(spark, list(journals), at, instance=instance)
     finally:
         if owned:
-            spark.stop()
+            _stop(spark, archive)
 
 
 @pipeline.command()

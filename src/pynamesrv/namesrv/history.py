@@ -203,9 +203,9 @@ def check_time(
 
 def _wanted_lines(
     path: str, damage: JournalDamage | None, types: frozenset[str] = REPLAYED
-) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) of the lines of one hour file whose type is one of ``types``, in
-    order; the offset (among the file's complete lines) places a line for the second pass.
+) -> Iterator[tuple[int, bytes, recovery.Head]]:
+    """(offset, line, head) of the lines of one hour file whose type is one of ``types``,
+    in order; the offset (among the file's complete lines) places a line for the second pass.
     A block is searched for the types' ``"type":"…"``; a hit counts only when it is the
     line's own type (``recovery.read_head``), so a value that looks like one is not taken
     for it."""
@@ -219,8 +219,9 @@ def _wanted_lines(
                 continue  # a second hit in a line already looked at
             taken = start
             raw = block[start : block.index(b"\n", match.end()) + 1]
-            if recovery.read_head(raw).type in types:
-                yield offset + start, raw
+            head = recovery.read_head(raw)
+            if head.type in types:
+                yield offset + start, raw, head
         offset += len(block)
 
 
@@ -238,7 +239,7 @@ class _Bases:
     whether a warm start follows the last one, and the snapshot whose pieces are being
     seen."""
 
-    found: list[tuple[_Position, int]] = field(default_factory=list)  # (start, lines)
+    found: list[_Position] = field(default_factory=list)
     warm_after: bool = False  # a warm start after the last base: deadlines matter
     open_at: _Position | None = None
     open_ts: int = 0
@@ -252,7 +253,7 @@ class _Bases:
             self.open_at = None
             record = recovery.parse_line(raw)
             if record is not None and record.get("recovered") is None:
-                self._found(at, 1)
+                self._found(at)
             elif record is not None:
                 self.warm_after = True
             return
@@ -262,7 +263,7 @@ class _Bases:
         part, parts = head.part, head.parts
         if part is None or parts is None or parts == 1:
             self.open_at = None
-            self._found(at, 1)
+            self._found(at)
             return
         if part == 1:
             self.open_at, self.open_ts, self.open_seq = at, head.ts or 0, head.seq
@@ -279,11 +280,11 @@ class _Bases:
         else:
             self.part, self.open_seq = part, head.seq
         if self.part == self.parts and self.open_at is not None:
-            self._found(self.open_at, self.parts)
+            self._found(self.open_at)
             self.open_at = None
 
-    def _found(self, at: _Position, lines: int) -> None:
-        self.found.append((at, lines))
+    def _found(self, at: _Position) -> None:
+        self.found.append(at)
         self.warm_after = False
 
 
@@ -294,8 +295,7 @@ def _bases(
     T, and where its bases are."""
     out: dict[str, _Bases] = {}
     for index, path in enumerate(files):
-        for offset, raw in _wanted_lines(path, damage):
-            head = recovery.read_head(raw)
+        for offset, raw, head in _wanted_lines(path, damage):
             if head.ns is None or head.ts is None or head.ts > at_ms:
                 continue
             if instance is not None and head.ns != instance:
@@ -316,10 +316,9 @@ def _stream(
     time (None for one that does not parse, counted). The first pass counted the files'
     damage."""
     for index in range(start.file, len(files)):
-        for offset, raw in _wanted_lines(files[index], None, types):
+        for offset, raw, head in _wanted_lines(files[index], None, types):
             if (index, offset) < (start.file, start.offset):
                 continue
-            head = recovery.read_head(raw)
             if head.ns != ns or head.ts is None or head.ts > at_ms:
                 continue
             record = recovery.parse_line(raw)
@@ -364,8 +363,7 @@ def _next_snapshot(
     later = [f.path for f in sorted(files, key=lambda f: f.hour_ms) if f.hour_ms >= hour]
     pieces: list[Mapping[str, Any]] = []
     for path in later:
-        for _, raw in _wanted_lines(path, damage):
-            head = recovery.read_head(raw)
+        for _, raw, head in _wanted_lines(path, damage):
             if head.ns != ns or head.ts is None or head.ts <= at_ms:
                 continue
             if head.type != recovery.SNAPSHOT:
@@ -446,7 +444,7 @@ def _rebuilt(
     (the start's snapshot, written right after it, makes this rare: lines dropped at
     journalMaxBytes)."""
     counted = damage if damage is not None else JournalDamage()
-    starts = [at for at, _ in reversed(bases.found)] or [_Position(0, 0)]
+    starts = list(reversed(bases.found)) or [_Position(0, 0)]
     registry = RouteInfoManager()
     for index, start in enumerate(starts):
         types = DEADLINES if bases.warm_after or index > 0 else REPLAYED
