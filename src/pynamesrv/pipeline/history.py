@@ -1,10 +1,11 @@
-"""The journal lines a point in time needs, read from as few hour files as possible.
+"""The journal lines a point in time needs, read through Spark from as few hour files as
+possible: time travel over journals on cluster storage, or with --master / --remote.
 
-``routes-at`` rebuilds a route table from an instance's last snapshot (or start) at or before
-T plus the events after it. Snapshots are written every 10 minutes, so the answer is almost
-always in the hour file of T and the one before: those are read first, and only an instance
-whose base is not among them gets older files, twice as many each time. A day or a year of
-journals costs the same two files.
+Journals on this machine are read without Spark by ``namesrv.history``, which says which
+lines (each instance's last base at or before T and the route changes after it), from which
+files (the hour of T and the one before, more only when a base is further back) and why; this
+module takes the same lines the same way, and the same replay rebuilds the routes from them
+(a test compares both answers byte for byte).
 """
 
 from __future__ import annotations
