@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,6 +115,12 @@ BEFORE: dict[str, tuple[int, int]] = {
     "routes-at": (6, 3),
 }
 TARGETS = {"full day": 2.5, "incremental hour": 4.0, "40-broker day": 4.0, "routes-at": 2.0}
+SMALL_FLOOR = "(parse floor, small day)"
+# Issue 34's targets: a year of journals costs at most 3x the parse floor per line beyond a
+# day's fixed cost; a cron job's cold incremental hour at most 15 s; routes-at cold in 2 s.
+MARGINAL_TARGET = 3.0
+COLD_HOUR_TARGET_S = 15.0
+COLD_ROUTES_AT_TARGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -414,6 +422,9 @@ def bench_master(
     _, small = run(small_root, small_out)
     done(f"{args.small_brokers}-broker day", small)
     rows.append(Row(master, f"{args.small_brokers}-broker day", small, "minimal job", small_ref))
+    small_floor = parse_floor(clock, spark, small_files)
+    print(f"  parse floor over the {args.small_brokers}-broker day: {small_floor.wall:.1f} s")
+    rows.append(Row(master, SMALL_FLOOR, small_floor, "bare count", small_floor))
 
     # 4. routes-at for one topic, in the middle of the last complete hour
     at = hour_of_name(last_full) + 1_800_000  # type: ignore[operator]
@@ -456,13 +467,18 @@ def main() -> None:
     parser.add_argument("--masters", default="local[2],standalone")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--check", action="store_true", help="compare tables to ground truth")
+    parser.add_argument(
+        "--cold-repeat", type=int, default=3, help="new processes per cold row (median; 0: none)"
+    )
     args = parser.parse_args()
 
     journals = []
+    lines_of: dict[int, int] = {}
     for brokers in (args.brokers, args.small_brokers):
         root = journal_root(args, brokers)
         truth, generated_s = ensure_journals(root, args, brokers)
         size, lines = warm_page_cache(journal_files(root))
+        lines_of[brokers] = lines
         note = f"generated in {generated_s:.1f} s" if generated_s is not None else "reused"
         print(
             f"journals: {lines:,} lines, {size / 1e6:,.0f} MB, {args.instances} instance(s), "
@@ -470,7 +486,7 @@ def main() -> None:
         )
         journals.append((root, truth))
     rows: list[Row] = []
-    for master in args.masters.split(","):
+    for master in [m for m in args.masters.split(",") if m not in ("", "none")]:
         with ExitStack() as stack:
             if master == "standalone":
                 sys.path.insert(0, str(TESTS))
@@ -481,11 +497,182 @@ def main() -> None:
                 )
                 master = cluster.url
             rows += bench_master(master, journals, args.dir / "out", args)
+    cold = [] if args.cold_repeat == 0 else bench_cold(journals, args.dir / "cold", args)
     report(rows)
+    report_marginal(rows, lines_of[args.brokers] - lines_of[args.small_brokers], args)
+    report_cold(cold, rows)
+
+
+# ---------------------------------------------------------------------------- cold runs
+
+FLOOR_SCRIPT = """
+from pynamesrv.pipeline.classcache import class_archive
+from pynamesrv.pipeline.job import spark_session
+spark = spark_session("local[2]", app_name="pynamesrv-floor", class_archive=class_archive())
+spark.range(1).count()
+spark.stop()
+"""
+# What each cold variant switches off: the class archive (classcache), C1 alone for a small
+# run (job.SMALL_RUN_JIT), both (the job as it was before issue 34).
+VARIANTS: dict[str, dict[str, str]] = {
+    "as shipped": {},
+    "no archive": {"PYNAMESRV_CLASS_ARCHIVE": "off"},
+    "C2 JIT": {"PYNAMESRV_SMALL_RUN_BYTES": "0"},
+    "neither": {"PYNAMESRV_CLASS_ARCHIVE": "off", "PYNAMESRV_SMALL_RUN_BYTES": "0"},
+}
+
+
+@dataclass(frozen=True)
+class ColdRow:
+    """Seconds from process start to exit, per variant (median of the repeats)."""
+
+    run: str
+    seconds: dict[str, float]
+    note: str = ""
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    """Seconds from starting ``command`` to its exit (it must succeed)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # routes-at exits 1 for a topic without a route
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr.decode()[-2000:]}")
+    return seconds
+
+
+def bench_cold(
+    journals: list[tuple[Path, Any]], work: Path, args: argparse.Namespace
+) -> list[ColdRow]:
+    """New processes, start to exit, as cron starts them: ``pipeline run`` over an incremental
+    hour and over the small day, the floor (a bare session and one count), ``routes-at`` with
+    and without Spark; each variant of the cold-start levers, ``--cold-repeat`` times
+    interleaved (medians: the machine is shared)."""
+    from pynamesrv.pipeline.store import hour_of_name
+
+    (root, truth), (small_root, _) = journals
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = {**os.environ, "PYNAMESRV_CACHE_DIR": str(work / "cache")}
+    heartbeat = f"{truth.params['heartbeat_s']:g}"
+    cli = [sys.executable, "-m", "pynamesrv", "pipeline"]
+
+    def run(journal: Path, out: Path) -> list[str]:
+        return [*cli, "run", "--journal", str(journal), "--out", str(out),
+                "--master", "local[2]", "--heartbeat-interval", heartbeat]  # fmt: skip
+
+    print(f"\n== cold: new processes, start to exit, local[2], median of {args.cold_repeat}")
+    first = timed(run(small_root, work / "first"), env)
+    print(f"  the first run writes the class archive: {first:.1f} s (once)")
+
+    files = journal_files(root)
+    hours = sorted({f.name for f in files})
+    last_full = hours[-2]
+    journal = work / "journal"
+    mirror([f for f in files if f.name < last_full], root, journal)
+    timed(run(journal, work / "base"), env)  # everything before the hour, not timed
+    mirror([f for f in files if f.name == last_full], root, journal)
+    at = hour_of_name(last_full) + 1_800_000  # type: ignore[operator]
+    topic = truth.table("topic_distribution")[0]["topic"]
+    routes_at = [*cli, "routes-at", "--journal", str(root), "--time", str(at), "--topic", topic]
+
+    samples: dict[tuple[str, str], list[float]] = {}
+    for repeat in range(args.cold_repeat):
+        for variant, switches in VARIANTS.items():
+            venv = {**env, **switches}
+            out = work / "hour"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(work / "base", out, symlinks=True)
+            samples.setdefault(("incremental hour", variant), []).append(
+                timed(run(journal, out), venv)
+            )
+            out = work / "small"
+            shutil.rmtree(out, ignore_errors=True)
+            samples.setdefault((f"{args.small_brokers}-broker day", variant), []).append(
+                timed(run(small_root, out), venv)
+            )
+            if variant in ("as shipped", "no archive"):
+                samples.setdefault(("floor: session + count()", variant), []).append(
+                    timed([sys.executable, "-c", FLOOR_SCRIPT], venv)
+                )
+        samples.setdefault(("routes-at, no Spark", "as shipped"), []).append(timed(routes_at, env))
+        samples.setdefault(("routes-at, Spark", "as shipped"), []).append(
+            timed([*routes_at, "--master", "local[2]"], env)
+        )
+        samples.setdefault(("routes-at, Spark", "no archive"), []).append(
+            timed([*routes_at, "--master", "local[2]"], {**env, **VARIANTS["no archive"]})
+        )
+        print(f"  repeat {repeat + 1} of {args.cold_repeat} done")
+    rows: dict[str, dict[str, float]] = {}
+    for (name, variant), values in samples.items():
+        rows.setdefault(name, {})[variant] = statistics.median(values)
+    return [ColdRow(name, seconds) for name, seconds in rows.items()] + [
+        ColdRow("archive written (first run, once)", {"as shipped": first})
+    ]
+
+
+def report_cold(cold: list[ColdRow], rows: list[Row]) -> None:
+    if not cold:
+        return
+    warm = {r.run: r.cost.wall for r in rows if r.master.startswith("local")}
+    names = list(VARIANTS)
+    print(
+        "\nWhat a cron job pays (a new process, start to exit; local[2]; median), per variant"
+        " of the cold-start levers (class archive, C1 alone for a small run), next to the"
+        " warm-session run:"
+    )
+    print(f"  {'run':<36}" + "".join(f"{n:>12}" for n in names) + f"{'warm':>10}")
+    for row in cold:
+        cells = "".join(
+            f"{row.seconds[n]:11.1f}s" if n in row.seconds else f"{'':>12}" for n in names
+        )
+        key = row.run if row.run in warm else ""
+        print(f"  {row.run:<36}{cells}" + (f"{warm[key]:9.1f}s" if key else ""))
+    by_run = {r.run: r.seconds for r in cold}
+    hour = by_run.get("incremental hour", {}).get("as shipped")
+    floor = by_run.get("floor: session + count()", {}).get("as shipped")
+    if hour is not None and floor is not None:
+        verdict = "ok" if hour <= COLD_HOUR_TARGET_S else "MISSED"
+        print(
+            f"  cold incremental hour {hour:.1f} s (target {COLD_HOUR_TARGET_S:g} s on a quiet "
+            f"machine: {verdict}); the floor, a bare session and one count, {floor:.1f} s"
+        )
+    local = by_run.get("routes-at, no Spark", {}).get("as shipped")
+    if local is not None:
+        verdict = "ok" if local <= COLD_ROUTES_AT_TARGET_S else "MISSED"
+        print(f"  routes-at cold without Spark {local:.2f} s (target 2 s: {verdict})")
+
+
+def report_marginal(rows: list[Row], lines: int, args: argparse.Namespace) -> None:
+    """What a year of journals pays: the full day minus the small day per million lines
+    between them, next to the parse floor's own."""
+    print(
+        f"\nMarginal cost per million lines (full day - {args.small_brokers}-broker day, "
+        f"{lines / 1e6:.2f} M lines between them), next to the parse floor's:"
+    )
+    small_name = f"{args.small_brokers}-broker day"
+    for master in dict.fromkeys(r.master for r in rows):
+        of = {r.run: r.cost for r in rows if r.master == master}
+        if not {"full day", small_name, "(parse floor)", SMALL_FLOOR} <= set(of):
+            continue
+        job = (of["full day"].wall - of[small_name].wall) / lines * 1e6
+        floor = (of["(parse floor)"].wall - of[SMALL_FLOOR].wall) / lines * 1e6
+        ratio = job / floor if floor > 0 else float("inf")
+        verdict = "ok" if ratio <= MARGINAL_TARGET else "MISSED"
+        cpu = ""
+        if of["full day"].cpu and of[small_name].cpu and of["(parse floor)"].cpu:
+            job_cpu = (of["full day"].cpu - of[small_name].cpu) / lines * 1e6
+            floor_cpu = (of["(parse floor)"].cpu - (of[SMALL_FLOOR].cpu or 0)) / lines * 1e6
+            cpu = f"; CPU {job_cpu:.2f} s vs {floor_cpu:.2f} s = {job_cpu / floor_cpu:.2f}x"
+        print(
+            f"  {master:<26} job {job:.2f} s, parse floor {floor:.2f} s = {ratio:.2f}x "
+            f"(target {MARGINAL_TARGET:g}x: {verdict}){cpu}"
+        )
 
 
 def report(rows: list[Row]) -> None:
     print(
+        "\nWarm session (issue 25's ratio targets, retired by issue 34: kept as reference)"
         f"\n{'master':<26} {'run':<17} {'pipeline':>9} {'reference':>22} {'ratio':>7}"
         f" {'CPU ratio':>10} {'JIT/CPU':>8} {'target':>7}  {'jobs':>5} {'queries':>7}"
     )

@@ -400,3 +400,63 @@ async def test_routes_at_prints_the_body_a_live_server_answered(
         t: answer.body for (t, dialect), answer in live.items() if dialect == "legacy"
     }
     assert all(e["digest"] == route_digest(e["body"]) for e in topics.values())
+
+
+def _routes_at_output(journal: Path, at: int, *extra: str) -> bytes:
+    result = CliRunner().invoke(
+        pipeline, ["routes-at", "--journal", str(journal), "--time", str(at), *extra]
+    )
+    assert result.exit_code == 0, result.output
+    return result.stdout_bytes
+
+
+def test_routes_at_reads_local_journals_as_spark_does(spark: SparkSession, tmp_path: Path) -> None:
+    """Journals on this machine are read without Spark; through Spark (--master, as for
+    journals on cluster storage) the bodies and digests are the same bytes: at restarts cold
+    and warm (a warm start goes on from the base before it, even without the snapshot that
+    follows it), a snapshot in pieces, a base three hour files back."""
+    from pynamesrv.namesrv.journal import journal_files, read_records
+    from pynamesrv.testing import generate
+
+    generated = tmp_path / "generated"
+    generate(generated, brokers=12, instances=2, hours=3, seed=5)
+    starts = [r for r in read_records(journal_files(generated)) if r["type"] == "server_started"]
+    warm = next(r["ts"] for r in starts if r.get("recovered") is not None)
+    cold = max(r["ts"] for r in starts)
+    instants = {generated: [warm, warm + 1, cold + 1, cold + 1_800_000]}
+
+    made = tmp_path / "made"
+    pieces = snapshot(1, {"T": [("bA", 4, 4, 6)], "U": [("bB", 2, 2, 6)]},
+                      brokers=[("C", "bA", 0, A1), ("C", "bB", 0, A2)])  # fmt: skip
+    topics = pieces["topics"]
+    first = {**pieces, "part": 1, "parts": 2, "topics": {"T": topics["T"]}}
+    second = {**pieces, "part": 2, "parts": 2, "brokers": [], "topics": {"U": topics["U"]}}
+    write_journal(
+        made,
+        "h:1",
+        [
+            started(0),
+            first,
+            second,
+            registered(100, "C", "bC", A3, added={"V": (8, 8, 6)}),
+            *(heartbeat(3690, "C", name, addr) for name, addr in (("bA", A1), ("bC", A3))),
+            warm_started(3700, brokers=3),  # no snapshot after it (lines dropped)
+            broker_recovered(3700, "C", "bA", A1, last_heartbeat=3690),
+            registered(3800, "C", "bC", A3, first=False, added={"W": (1, 1, 6)}),
+            perm_changed(7300, "bA", "wipe"),
+            removed(10900, "C", "bB", A2, "expired", 10700),
+        ],
+    )
+    instants[made] = [ms(50), ms(3750), ms(11000)]
+    # bB's last word is the snapshot: its deadline passed while the server was down
+
+    for journal, times in instants.items():
+        for at in times:
+            local = _routes_at_output(journal, at)
+            assert local == _routes_at_output(journal, at, "--master", "local[2]"), at
+            assert json.loads(local)  # a table per instance
+    legacy = ("--dialect", "legacy", "--instance", "h:1")
+    local = _routes_at_output(made, ms(11000), *legacy)
+    assert local == _routes_at_output(made, ms(11000), *legacy, "--master", "local[2]")
+    after = json.loads(local)["h:1"]["topics"]
+    assert set(after) == {"T", "V", "W"}  # U left with bB at the warm start, T and V stayed

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
 
 import click
@@ -33,24 +33,12 @@ import orjson
 from click.core import ParameterSource
 from rich.console import Console
 
+from pynamesrv.namesrv.history import parse_time
+from pynamesrv.namesrv.timetravel import DIALECTS
 from pynamesrv.pipeline import TABLES
 
-_EPOCH_MS = re.compile(r"^-?\d+$")
-
-
-def parse_time(value: str) -> int:
-    """Epoch milliseconds from ``1767225600000`` or ISO-8601 (``2026-01-01T00:00:00Z``,
-    ``2026-01-01 00:00``, ``2026-01-01``); a time without a zone is UTC."""
-    text = value.strip()
-    if _EPOCH_MS.match(text):
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError as exc:
-        raise ValueError(f"not epoch ms or ISO-8601: {value!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
+if TYPE_CHECKING:
+    from pynamesrv.namesrv.history import HourFile
 
 
 class TimeParam(click.ParamType):
@@ -142,12 +130,13 @@ def _is_spark_failure(exc: BaseException) -> bool:
 @contextmanager
 def _spark_errors() -> Iterator[None]:
     """Everything the operator has to fix is one line; the full trace goes to a log file."""
+    from pynamesrv.namesrv.history import OutsideJournals
     from pynamesrv.pipeline.job import OutputLayoutError, SharedPathError
     from pynamesrv.pipeline.store import JournalError
 
     try:
         yield
-    except (JournalError, SharedPathError, OutputLayoutError) as exc:
+    except (JournalError, OutsideJournals, SharedPathError, OutputLayoutError) as exc:
         raise InputError(str(exc)) from exc
     except Exception as exc:
         if not _is_spark_failure(exc):
@@ -242,14 +231,15 @@ ENVIRONMENT: Final = ParameterSource.ENVIRONMENT
 _WILDCARD: Final = re.compile(r"[*?\[]")
 
 
-def _local_journal_files(journals: tuple[str, ...]) -> list[Any] | None:
+def _local_journal_files(journals: tuple[str, ...]) -> list[HourFile] | None:
     """The hour files the --journal paths hold, found before Spark starts (None when a path
-    is not local, or a glob Python cannot read: Spark lists those). A missing or unreadable
-    path and an input without hour files raise ``InputError``, in the words Spark's listing
-    (``store.find_journal_files``) uses."""
-    from pynamesrv.pipeline.store import FILE_NAMES, JournalFile, hour_of_name
+    is not local, or a glob Python cannot read: Spark lists those), one per instance
+    directory and hour (the compressed one of a pair, as Spark's listing takes it). A
+    missing or unreadable path and an input without hour files raise ``InputError``, in the
+    words Spark's listing (``store.find_journal_files``) uses."""
+    from pynamesrv.namesrv.history import FILE_NAMES, HourFile, hour_of_name
 
-    found: dict[tuple[str, int], JournalFile] = {}
+    found: dict[tuple[str, int], HourFile] = {}
     for pattern in journals:
         local = _local_path(pattern)
         if local is None or "{" in pattern:
@@ -263,12 +253,14 @@ def _local_journal_files(journals: tuple[str, ...]) -> list[Any] | None:
         for root in roots:
             for path in _files_under(root):
                 hour = hour_of_name(path.name)
-                if hour is not None:
-                    stat = path.stat()
-                    file = JournalFile(
-                        path.parent.name, hour, str(path), stat.st_size, int(stat.st_mtime * 1000)
-                    )
-                    found.setdefault((file.instance, hour), file)
+                if hour is None:
+                    continue
+                file = HourFile(path.parent.name, hour, str(path))
+                current = found.get((file.instance, hour))
+                if current is None or (
+                    path.name.endswith(".gz") and not current.path.endswith(".gz")
+                ):
+                    found[(file.instance, hour)] = file
     if not found:
         raise InputError(f"no journal files ({FILE_NAMES}) under {', '.join(journals)}")
     return sorted(found.values(), key=lambda f: (f.hour_ms, f.instance))
@@ -320,14 +312,41 @@ def _where(master: str | None, remote: str | None) -> str | None:
     return remote
 
 
-def _session(master: str | None, remote: str | None, app_name: str) -> tuple[Any, bool]:
-    """The Spark session and whether this command owns it (and so stops it): a Connect
-    session always; a classic one unless an embedding caller (a notebook, the tests) has
-    one active."""
+def _session(
+    master: str | None, remote: str | None, app_name: str, small_run: bool = False
+) -> tuple[Any, bool, Any]:
+    """The Spark session, whether this command owns it (and so stops it), and the class
+    archive its JVM maps or writes (``classcache``; None: no JVM launched here). A Connect
+    session is always owned; a classic one unless an embedding caller (a notebook, the
+    tests) has one active."""
+    from pynamesrv.pipeline.classcache import class_archive
     from pynamesrv.pipeline.job import spark_session
 
+    launched = remote is None and _no_active_session() and "PYSPARK_GATEWAY_PORT" not in os.environ
+    archive = class_archive() if launched else None
     owned = remote is not None or _no_active_session()
-    return spark_session(master, remote=remote, app_name=app_name), owned
+    session = spark_session(
+        master, remote=remote, app_name=app_name, class_archive=archive, small_run=small_run
+    )
+    return session, owned, archive
+
+
+def _stop(spark: Any, archive: Any, console: Console | None = None) -> None:
+    """Stop a session this command owns; when its JVM is to write the class archive, end it
+    and keep the archive (once: the next runs map it)."""
+    from pynamesrv.pipeline.classcache import launched_jvm
+
+    jvm = launched_jvm(spark) if archive is not None and archive.writing is not None else None
+    spark.stop()
+    if jvm is None:
+        return
+    if console is None:
+        archive.keep(jvm)
+        return
+    with console.status("saving Spark's classes for the next runs (once)…"):
+        kept = archive.keep(jvm)
+    if kept:
+        console.print(f"[dim]Spark's classes saved for the next runs: {archive.path}[/dim]")
 
 
 def _describe_session(spark: Any, remote: str | None) -> str:
@@ -416,7 +435,7 @@ def run(
     their data can change are recomputed; all outputs are published together.
     """
     _require_pyspark()
-    from pynamesrv.pipeline.job import run_pipeline
+    from pynamesrv.pipeline.job import is_small_run, run_pipeline
 
     _quiet_pyspark_logging()
     console = _console(stderr=True)
@@ -428,7 +447,8 @@ def run(
     with _spark_errors():
         _check_shared(where, journals, out, shared_path)
     with console.status("starting Spark…"), _spark_errors():
-        spark, owned = _session(master, remote, "pynamesrv-pipeline")
+        small = remote is None and is_small_run(list(journals), out, full)
+        spark, owned, archive = _session(master, remote, "pynamesrv-pipeline", small)
     console.print(f"[dim]{_describe_session(spark, remote)}[/dim]")
 
     def progress(stage: str, seconds: float, detail: str) -> None:
@@ -450,7 +470,7 @@ def run(
             )
     finally:
         if owned:
-            spark.stop()
+            _stop(spark, archive, console)
     skipped = ""
     if result.malformed or result.invalid:
         skipped = (
@@ -475,10 +495,6 @@ def run(
     )
     click.echo(f"report: {result.report}")
     click.echo(f"tables: pynamesrv pipeline tables --out {result.out}")
-
-
-# remoting/fastjson.py's two dialects, by name -> standard
-DIALECTS: Final = {"standard": True, "legacy": False}
 
 
 @pipeline.command("routes-at")
@@ -516,34 +532,27 @@ def routes_at_command(
     """Print the GET_ROUTEINFO_BY_TOPIC bodies each instance answered at --time, with
     digests, as JSON.
 
-    Reads the hour files from the last snapshot at or before --time on. Compare a topic's
-    digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC --digest.
+    Reads the hour files from the last snapshot at or before --time on. Journals on this
+    machine are read without Spark (a second or so); --master, --remote or journals on
+    cluster storage (hdfs://, s3a://) read them through Spark, with the same answer. Compare
+    a topic's digest with a live server's: pynamesrv admin -n HOST:PORT topicRoute -t TOPIC
+    --digest.
     """
-    _require_pyspark()
-    from pynamesrv.pipeline.history import check_time, iso_time
-    from pynamesrv.pipeline.timetravel import describe, registries_at, route_bodies
+    from pynamesrv.namesrv.history import iso_time
+    from pynamesrv.namesrv.timetravel import describe, route_bodies
 
-    _quiet_pyspark_logging()
     if raw and topic is None:
         raise InputError("--raw prints one route body: give --topic")
     files = _local_journal_files(journals)
-    if files is not None:
-        with _spark_errors():
-            check_time(files, at, instance)
-    _where(master, remote)
-    with _spark_errors():
-        spark, owned = _session(master, remote, "pynamesrv-routes-at")
-    try:
-        with _spark_errors():
-            registries = registries_at(spark, list(journals), at, instance=instance)
-    finally:
-        if owned:
-            spark.stop()
+    if files is not None and master is None and remote is None:
+        registries = _local_registries(files, at, instance)
+    else:
+        registries = _spark_registries(journals, files, at, instance, master, remote)
     if instance is not None and instance not in registries:
         raise InputError(f"no journal lines of {instance} at or before {iso_time(at)}")
     if not registries:
         raise InputError(f"no journal lines at or before {iso_time(at)}")
-    bodies = {ns: route_bodies(r, DIALECTS[dialect]) for ns, r in registries.items()}
+    bodies = {ns: route_bodies(r, DIALECTS[dialect], topic) for ns, r in registries.items()}
     answer = describe(bodies, at, topic)
     routed = [ns for ns, entry in answer.items() if entry["topics"]]
     if topic is not None and not routed:
@@ -562,6 +571,51 @@ def routes_at_command(
         return
     sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.buffer.write(b"\n")
+
+
+def _local_registries(files: list[HourFile], at: int, instance: str | None) -> dict[str, Any]:
+    """The registries at ``at`` from local hour files, without Spark (``namesrv.history``);
+    what a damaged journal made it skip is said on stderr, in one line."""
+    from pynamesrv.namesrv.history import OutsideJournals, registries_at
+    from pynamesrv.namesrv.journal import JournalDamage
+
+    damage = JournalDamage()
+    try:
+        registries = registries_at(files, at, instance=instance, damage=damage)
+    except OutsideJournals as exc:
+        raise InputError(str(exc)) from exc
+    if damage:
+        click.echo(f"warning: the journal is damaged; skipped {damage.summary()}", err=True)
+    return registries
+
+
+def _spark_registries(
+    journals: tuple[str, ...],
+    files: list[HourFile] | None,
+    at: int,
+    instance: str | None,
+    master: str | None,
+    remote: str | None,
+) -> dict[str, Any]:
+    """The registries at ``at`` through Spark: journals on cluster storage, --master,
+    --remote (``pipeline.timetravel``)."""
+    _require_pyspark()
+    from pynamesrv.namesrv.history import check_time
+    from pynamesrv.pipeline.timetravel import registries_at
+
+    _quiet_pyspark_logging()
+    if files is not None:
+        with _spark_errors():
+            check_time(files, at, instance)
+    _where(master, remote)
+    with _spark_errors():
+        spark, owned, archive = _session(master, remote, "pynamesrv-routes-at")
+    try:
+        with _spark_errors():
+            return registries_at(spark, list(journals), at, instance=instance)
+    finally:
+        if owned:
+            _stop(spark, archive)
 
 
 @pipeline.command()

@@ -10,13 +10,17 @@ Routes:
   /api/clusters             clusters -> broker groups -> brokers with liveness
   /api/topics?q=&limit=     topics whose name contains q, with queues and perm
   /api/topics/{topic}       the route, as GET_ROUTEINFO_BY_TOPIC's body; 404 when none
+  /api/routes-at?topic=&time=[&dialect=]
+                            the route this server answered at a past time, rebuilt from its
+                            journal (`pipeline routes-at`'s document for this instance)
   /                         the status page (one self-contained HTML file)
 
 Everything is read-only and reads the controller's tables directly: one event loop owns
 them, so a handler sees a consistent state without locks or copies. The loop is the one that
 answers route queries, so nothing here may hold it: the port has budgets for the whole port
 (guard.py, budget.py), and the two scans (topic search, cluster listing) run in slices that
-start over if the tables change between two of them (search.py).
+start over if the tables change between two of them (search.py). Time travel reads files and
+replays them: that runs on a thread of its own, one at a time, and counts as a scan.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,6 +51,8 @@ from pynamesrv.http.guard import (
 )
 from pynamesrv.http.metrics import build_registry, render
 from pynamesrv.http.search import SearchBusy, SearchGate, find_topics
+from pynamesrv.namesrv.history import NoRoute, OutsideJournals, parse_time, route_at
+from pynamesrv.namesrv.timetravel import DIALECTS
 from pynamesrv.remoting.fdbudget import http_cap, open_file_limit
 
 if TYPE_CHECKING:
@@ -137,6 +145,9 @@ class HttpServer:
         self._page, self._csp = _load_page()
         self._runner: web.AppRunner | None = None
         self._listeners: list[asyncio.Server] = []
+        # Time travel reads and replays hour files: never on the loop, and one at a time
+        # (the others admitted by the scan budget wait their turn here).
+        self._history = ThreadPoolExecutor(1, thread_name_prefix="pynamesrv-routes-at")
         self.app = self._build_app()
 
     def _build_app(self) -> web.Application:
@@ -152,6 +163,7 @@ class HttpServer:
         app.router.add_get("/api/clusters", self.api_clusters)
         app.router.add_get("/api/topics", self.api_topics)
         app.router.add_get("/api/topics/{topic:.+}", self.api_route)
+        app.router.add_get("/api/routes-at", self.api_routes_at)
         app.router.add_get("/", self.index)
         return app
 
@@ -222,6 +234,7 @@ class HttpServer:
         for listener in self._listeners:
             await listener.wait_closed()
         self._listeners = []
+        self._history.shutdown(wait=False, cancel_futures=True)
 
     @property
     def ready(self) -> bool:
@@ -314,6 +327,40 @@ class HttpServer:
         if body is None:
             return _json({"error": "no route", "topic": topic}, status=404)
         return web.Response(body=body, content_type="application/json")
+
+    async def api_routes_at(self, request: web.Request) -> web.Response:
+        """The route of ``topic`` this server answered at ``time`` (epoch ms or ISO-8601,
+        UTC), rebuilt from its own journal by the code ``pynamesrv pipeline routes-at``
+        runs (``namesrv.history.route_at``): that command's document for this instance.
+        The journal is flushed first (every line recorded until now is read); the reading
+        and replay run on a thread, never on the loop that answers routes, and count
+        against ``httpMaxSearches`` like a search (429 past it). 400 for a bad query, 404
+        when the journal is off, the time is before it, or the topic had no route then."""
+        query = request.query
+        topic, dialect = query.get("topic", ""), query.get("dialect", "standard")
+        if not topic:
+            return _json({"error": "give topic"}, status=400)
+        if dialect not in DIALECTS:
+            return _json({"error": f"dialect must be one of {', '.join(DIALECTS)}"}, status=400)
+        try:
+            at_ms = parse_time(query.get("time", ""))
+        except ValueError as exc:
+            return _json({"error": f"time: {exc}"}, status=400)
+        if at_ms > _now_ms():
+            return _json({"error": "time is in the future"}, status=400)
+        location = self.view.journal_location()
+        if location is None:
+            return _json({"error": "this server writes no journal (journalEnable)"}, status=404)
+        rebuild = partial(route_at, *location, at_ms, topic, DIALECTS[dialect])
+        try:
+            with self.searches.enter():
+                await self.view.flush_journal()
+                answer = await asyncio.get_running_loop().run_in_executor(self._history, rebuild)
+        except SearchBusy as busy:
+            return _busy(busy)
+        except (OutsideJournals, NoRoute) as exc:
+            return _json({"error": str(exc), "topic": topic, "time": at_ms}, status=404)
+        return _json(answer)
 
     async def index(self, request: web.Request) -> web.Response:
         return web.Response(

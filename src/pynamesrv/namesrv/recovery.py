@@ -408,6 +408,50 @@ def read_tail(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where a line belongs, from its head (``Journal.record`` writes ts, ns, seq and type
+    first; a snapshot piece's part and parts follow): time travel places the lines it reads
+    with it and parses only those it applies. A line written another way is parsed."""
+
+    type: str | None
+    ns: str | None
+    ts: int | None
+    seq: int  # 0 when absent, as the pipeline orders lines
+    part: int | None = None
+    parts: int | None = None
+
+
+def read_head(raw: bytes) -> Head:
+    """``raw``'s ``Head`` (None for what the line does not say, or does not say as an
+    integer or a string)."""
+    head = raw[:_HEAD_BYTES]
+    kind, ns, ts = _kind(raw), _head_ns(head), _head_int(_TS, head)
+    if ns is not None and ts is not None:
+        seq = _head_int(_SEQ, head) or 0
+        return Head(kind, ns, ts, seq, _head_int(_PART, head), _head_int(_PARTS, head))
+    record = _loads(raw) or {}
+
+    def whole(name: str) -> int | None:
+        value = record.get(name)
+        return value if type(value) is int else None
+
+    name = record.get("ns")
+    return Head(
+        kind,
+        name if isinstance(name, str) else None,
+        whole("ts"),
+        whole("seq") or 0,
+        whole("part"),
+        whole("parts"),
+    )
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    """A line as the JSON object it holds, None when it holds none."""
+    return _loads(raw)
+
+
 def _kind(raw: bytes) -> str | None:
     """A line's type from its head; a line written another way is parsed to find out."""
     match = _TYPE.search(raw, 0, _HEAD_BYTES)

@@ -475,9 +475,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
          "/rocketmq/nsaddr every 2 minutes.", minimum=1, maximum=1_000_000),
     _key("httpMaxSearches", N, RESTART, False, "pynamesrv",
          "Scans running at once: topic searches (/api/topics) and broker listings "
-         "(/api/clusters), the status page's data; more are answered 429. A scan walks the "
-         "tables in slices of 1 ms, resting 9 ms after each: route queries are answered "
-         "between them.", minimum=1, maximum=64),
+         "(/api/clusters), the status page's data, and time travel (/api/routes-at); more "
+         "are answered 429. A scan walks the tables in slices of 1 ms, resting 9 ms after "
+         "each: route queries are answered between them; time travel reads the journal on a "
+         "thread of its own, one at a time.", minimum=1, maximum=64),
     _key("nsAddrList", Kind.ADDRESSES, LIVE, False, "pynamesrv",
          "What /rocketmq/nsaddr serves, host:port;host:port: every name server of the "
          "deployment, so that clients using the address service learn them all (empty: "

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pynamesrv.namesrv.acl import open_status
 from pynamesrv.namesrv.events import BrokerHeartbeat, Event, RouteQueries
+from pynamesrv.namesrv.journal import instance_dir_name
 from pynamesrv.namesrv.model import BrokerLiveInfo, QueueData
 from pynamesrv.namesrv.stats import NamesrvStats
 
@@ -187,6 +190,23 @@ class NamesrvView:
     def budget_shed(self) -> Mapping[str, int]:
         """Remoting connections closed or refused by a server-wide budget, by budget."""
         return self._ctrl.server.budget_shed
+
+    def journal_location(self) -> tuple[Path, str] | None:
+        """This server's journal: its instance directory and its instance name (the lines'
+        ``ns``); None when it writes none."""
+        if not self._ctrl.config.journal_enable:
+            return None
+        instance = self._ctrl.instance
+        return self._ctrl.journal_root / instance_dir_name(instance), instance
+
+    async def flush_journal(self) -> None:
+        """Write what the journal holds (what time travel reads is then every line recorded
+        until now); a failing disk is the journal's own business (logged and counted
+        there), and what is written is read."""
+        journal = self._ctrl.journal
+        if journal is not None:
+            with suppress(OSError):
+                await journal.flush()
 
     def journal_lag_s(self) -> float | None:
         journal = self._ctrl.journal

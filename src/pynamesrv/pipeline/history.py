@@ -1,34 +1,46 @@
-"""The journal lines a point in time needs, read from as few hour files as possible.
+"""The journal lines a point in time needs, read through Spark from as few hour files as
+possible: time travel over journals on cluster storage, or with --master / --remote.
 
-``routes-at`` rebuilds a route table from an instance's last snapshot (or start) at or before
-T plus the events after it. Snapshots are written every 10 minutes, so the answer is almost
-always in the hour file of T and the one before: those are read first, and only an instance
-whose base is not among them gets older files, twice as many each time. A day or a year of
-journals costs the same two files.
+Journals on this machine are read without Spark by ``namesrv.history``, which says which
+lines (each instance's last base at or before T and the route changes after it), from which
+files (the hour of T and the one before, more only when a base is further back) and why; this
+module takes the same lines the same way, and the same replay rebuilds the routes from them
+(a test compares both answers byte for byte).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, Final
 
+import orjson
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from pynamesrv.namesrv import recovery, snapshot_pieces
-from pynamesrv.namesrv.events import BrokerRecovered
-from pynamesrv.namesrv.journal import instance_dir_name
+from pynamesrv.namesrv import history, snapshot_pieces
+from pynamesrv.namesrv.history import FIRST_FILES, by_instance_dir, check_time
 from pynamesrv.pipeline.files import Files
-from pynamesrv.pipeline.runs import HEARTBEAT, HOUR_MS, STARTED, complete_snapshots, key
+from pynamesrv.pipeline.runs import HOUR_MS, STARTED, complete_snapshots, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
-from pynamesrv.pipeline.store import JournalError, JournalFile, find_journal_files, instance_dir
+from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
 
-# The route-changing lines warm restart replays, but heartbeats and broker_recovered: the
-# bulk of a journal, and the restatement of what a warm start kept; they only move deadlines
-# and make brokers provisional, which a rebuilt table at T never checks (removals are
-# journaled), and their columns are not among those read.
-REPLAYED: Final = tuple(sorted(recovery.REPLAYED - {HEARTBEAT, BrokerRecovered.TYPE}))
+# The lines the local reader applies (``namesrv.history.REPLAYED``): the route-changing
+# lines warm restart replays, but heartbeats and broker_recovered; those too for an instance
+# with a warm start between its base and T (``DEADLINES``: its deadlines follow them).
+REPLAYED: Final = tuple(sorted(history.REPLAYED))
+DEADLINES: Final = tuple(sorted(history.DEADLINES - history.REPLAYED))
+# ``server_started``'s ``recovered`` (an object; None: the run began empty) tells a base
+# from a warm start. The journal schema leaves the name out (``broker_registered`` has a
+# boolean of that name); read as a string it holds either as text, or null. A recovered
+# broker's ``timeout_ms`` is a deadline too.
+_SCHEMA: Final = StructType(
+    [
+        *JOURNAL_SCHEMA.fields,
+        StructField("recovered", StringType()),
+        StructField("timeout_ms", LongType()),
+    ]
+)
 COLUMNS: Final = (
     "ns",
     "ts",
@@ -50,67 +62,34 @@ COLUMNS: Final = (
     "parts",
     "brokers",
     "topics",
+    "data_version",
+    "last_heartbeat_ts",
+    "timeout_ms",
 )
-FIRST_FILES: Final = 2  # the hour of T and the one before
 
 
-def _read(spark: SparkSession, files: Sequence[JournalFile], instance: str | None) -> DataFrame:
+def _read(
+    spark: SparkSession,
+    files: Sequence[JournalFile],
+    instance: str | None,
+    types: Sequence[str] = REPLAYED,
+) -> DataFrame:
     frame = (
-        spark.read.schema(JOURNAL_SCHEMA)
+        spark.read.schema(_SCHEMA)
         .option("mode", "DROPMALFORMED")
         .json([f.path for f in files])
-        .where(F.col("type").isin(*REPLAYED) & F.col("ns").isNotNull() & F.col("ts").isNotNull())
+        .where(F.col("type").isin(*types) & F.col("ns").isNotNull() & F.col("ts").isNotNull())
         .withColumn("seq", F.coalesce(F.col("seq"), F.lit(0)))
     )
     if instance is not None:
         frame = frame.where(F.col("ns") == instance)
-    return frame.select(*COLUMNS, instance_dir(F.col("_metadata.file_path")).alias("dir"))
+    return frame.select(
+        *COLUMNS, "recovered", instance_dir(F.col("_metadata.file_path")).alias("dir")
+    )
 
 
 def _as_dict(row: Any) -> dict[str, Any]:
     return dict(row.asDict(recursive=True))
-
-
-def _by_instance_dir(
-    files: Sequence[JournalFile], instance: str | None
-) -> dict[str, list[JournalFile]]:
-    """Hour files per instance directory, oldest first (only the instance's own directory
-    when there is one of its name)."""
-    by_dir: dict[str, list[JournalFile]] = {}
-    for file in files:
-        by_dir.setdefault(file.instance, []).append(file)
-    if instance is not None and instance_dir_name(instance) in by_dir:
-        by_dir = {instance_dir_name(instance): by_dir[instance_dir_name(instance)]}
-    return {d: sorted(fs, key=lambda f: f.hour_ms) for d, fs in by_dir.items()}
-
-
-def covered(files: Sequence[JournalFile]) -> tuple[int, int]:
-    """[start of the first hour, end of the last hour) the hour files stand for."""
-    return min(f.hour_ms for f in files), max(f.hour_ms for f in files) + HOUR_MS
-
-
-def check_time(files: Sequence[JournalFile], at_ms: int, instance: str | None = None) -> None:
-    """Refuse a time the journals (of ``instance``'s directory, when it has one) do not
-    cover: before their first hour nothing was recorded, and after their last hour the
-    server may have changed anything or stopped. ``JournalError`` says the range."""
-    own = _by_instance_dir(files, instance)
-    chosen = [f for fs in own.values() for f in fs]
-    start, end = covered(chosen)
-    if start <= at_ms < end:
-        return
-    whose = f" of {instance}" if instance and instance_dir_name(instance) in own else ""
-    side = "before" if at_ms < start else "after"
-    raise JournalError(
-        f"{iso_time(at_ms)} is {side} the journals{whose}: they cover {iso_time(start)} "
-        f"to {iso_time(end)}"
-    )
-
-
-def iso_time(ms: int) -> str:
-    """``2026-01-01T00:00:15Z`` (milliseconds only when there are some)."""
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    text = moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
-    return text.replace("+00:00", "Z")
 
 
 def rows_since_base(
@@ -123,7 +102,7 @@ def rows_since_base(
     hour = at_ms // HOUR_MS * HOUR_MS
     before = {
         d: [f for f in fs if f.hour_ms <= hour]
-        for d, fs in _by_instance_dir(files, instance).items()
+        for d, fs in by_instance_dir(files, instance).items()
     }
     taken = {d: min(FIRST_FILES, len(fs)) for d, fs in before.items() if fs}
     while True:
@@ -132,24 +111,54 @@ def rows_since_base(
             return {}, 0
         rows = [_as_dict(r) for r in since_base(_read(spark, chosen, instance), at_ms).collect()]
         based = {r["ns"] for r in rows if r["base"]}
-        short = {r["dir"] for r in rows if r["ns"] not in based}
+        # Back further where an instance has no base, or none has a line up to T.
+        short = {r["dir"] for r in rows if r["ns"] not in based} | (
+            set(taken) - {r["dir"] for r in rows}
+        )
         grow = [d for d, n in taken.items() if d in short and n < len(before[d])]
         if not grow:
             break
         for d in grow:
             taken[d] = min(2 * taken[d], len(before[d]))
+    warm = {r["ns"] for r in rows if r["type"] == STARTED and r["recovered"] is not None}
+    for ns in sorted(warm):
+        own = [r for r in rows if r["ns"] == ns]
+        since = min((r["ts"], r["seq"]) for r in own) if own[0]["base"] else None
+        rows += _deadline_rows(spark, chosen, ns, since, at_ms)
     by_ns: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["ns"], r["ts"], r["seq"])):
         del row["dir"], row["base"]
+        recovered = row.pop("recovered")
+        if row["type"] == STARTED and recovered is not None:
+            row["recovered"] = orjson.loads(recovered)  # what a warm start loaded
         by_ns.setdefault(row["ns"], []).append(row)
     return by_ns, len(chosen)
 
 
+def _deadline_rows(
+    spark: SparkSession,
+    files: Sequence[JournalFile],
+    ns: str,
+    since: tuple[int, int] | None,
+    at_ms: int,
+) -> list[dict[str, Any]]:
+    """The heartbeats and ``broker_recovered`` lines of ``ns`` from its base (``since``;
+    None: all) up to ``at_ms``: a warm start between them dropped the brokers whose deadline
+    had passed, and the deadlines follow these lines (``namesrv.history``)."""
+    frame = _read(spark, files, ns, DEADLINES).where(F.col("ts") <= F.lit(at_ms))
+    if since is not None:
+        ts, seq = (F.lit(v).cast("long") for v in since)
+        frame = frame.where(key() >= F.struct(ts.alias("ts"), seq.alias("seq")))
+    return [_as_dict(r) | {"base": False} for r in frame.collect()]
+
+
 def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
     """Each instance's events up to ``at_ms`` (all: to the end of the data) from its last
-    base (``snapshot`` or ``server_started``) on, all of them when it has none; ``base``
-    tells which. One query: the files are read once, and only these rows reach the driver
-    (``topic_distribution`` takes the routes at the end of the data the same way)."""
+    base (a complete ``snapshot``, or the ``server_started`` of a run that began empty: a
+    warm start goes on from the base before it, as recovery and the local reader do) on, all
+    of them when it has none; ``base`` tells which. One query: the files are read once, and
+    only these rows reach the driver (``topic_distribution`` takes the routes at the end of
+    the data the same way)."""
     upto = events if at_ms is None else events.where(F.col("ts") <= F.lit(at_ms))
     # A base is a start, or the first piece of a complete snapshot (a set a crash cut is
     # no base: the one before it is, and replay skips the cut set).
@@ -158,7 +167,8 @@ def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
         .where(F.col("seq") == F.col("snapshot_seq"))
         .select("ns", "ts", "seq", F.lit(True).alias("snapshot_base"))
     )
-    is_base = (F.col("type") == STARTED) | F.coalesce(F.col("snapshot_base"), F.lit(False))
+    cold_start = (F.col("type") == STARTED) & F.col("recovered").isNull()
+    is_base = cold_start | F.coalesce(F.col("snapshot_base"), F.lit(False))
     last = F.max(F.when(is_base, key())).over(Window.partitionBy("ns"))
     return (
         upto.join(firsts, ["ns", "ts", "seq"], "left")

@@ -52,6 +52,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from pynamesrv.pipeline import TABLES
+from pynamesrv.pipeline.classcache import ClassArchive
 from pynamesrv.pipeline.derive import (
     COLUMNS,
     DEFAULT_HEARTBEAT_INTERVAL_S,
@@ -123,6 +124,8 @@ def spark_session(
     app_name: str = "pynamesrv-pipeline",
     shuffle_partitions: int | None = None,
     codegen_cache: int | None = None,
+    class_archive: ClassArchive | None = None,
+    small_run: bool = False,
 ) -> SparkSession:
     """The job's Spark session.
 
@@ -137,6 +140,9 @@ def spark_session(
     several runs (``codegen_cache``, default ``CODEGEN_CACHE_ENTRIES``; a Connect server or
     spark-submit has its own setting). Shuffle sizing is set per run for every master
     (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration) fixes it.
+    A JVM this function launches maps ``class_archive`` (or writes it: ``classcache``); an
+    embedded one for a ``small_run`` (``is_small_run``) compiles with C1 alone
+    (``SMALL_RUN_JIT``).
     """
     if remote is not None:
         if master is not None:
@@ -163,15 +169,18 @@ def spark_session(
     if not submitted:  # spark-submit's configuration is the operator's
         entries = CODEGEN_CACHE_ENTRIES if codegen_cache is None else codegen_cache
         builder = builder.config("spark.sql.codegen.cache.maxEntries", str(entries))
+    java_options = [] if class_archive is None or submitted else [class_archive.java_options()]
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
         if not submitted:
             builder = builder.config(
                 "spark.driver.memory", os.environ.get("PYNAMESRV_DRIVER_MEMORY", "2g")
-            ).config(
-                "spark.driver.extraJavaOptions",
-                f"-Dlog4j2.configurationFile={_quiet_log4j()} {EMBEDDED_GC}",
             )
+            java_options[:0] = [f"-Dlog4j2.configurationFile={_quiet_log4j()}", EMBEDDED_GC]
+            if small_run:
+                java_options.append(SMALL_RUN_JIT)
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     return builder.getOrCreate()
 
 
@@ -183,6 +192,34 @@ CODEGEN_CACHE_ENTRIES: Final = 2000
 # concurrent work and write barriers cost 3-7 % of a run's time on two cores (a day of 1,000
 # brokers, a 40-broker day; bench/pipeline_warmup.py and bench/pipeline.py show the runs).
 EMBEDDED_GC: Final = "-XX:+UseParallelGC"
+# The embedded JVM's compilers for a run that parses little (an hour of new journal, a small
+# cluster's day): C1 alone. A cold run of that size spends most of its CPU in C2 compiling
+# code that then runs for seconds (an incremental hour of 1,000 brokers, cold: 87 s of JVM
+# CPU with C2, 55 s with C1 alone); a run that parses a day needs C2's code (C1 alone: 116 s
+# instead of 84 s). The code cache is raised so that C1's code fits (at the default, it
+# filled and compilation stopped). bench/pipeline.py prints cold runs.
+SMALL_RUN_JIT: Final = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
+SMALL_RUN_BYTES: Final = 256 * 1024 * 1024  # journal bytes to parse, at most
+GZIP_RATIO: Final = 15  # journal lines compress 10-30 times: a .gz's bytes to parse
+
+
+def is_small_run(journals: Sequence[str], out: str, full: bool = False) -> bool:
+    """Whether a run would parse at most ``SMALL_RUN_BYTES`` of journal
+    (``PYNAMESRV_SMALL_RUN_BYTES`` when set; 0: never) -- the hour files new or changed
+    since the last run, as ``run_pipeline`` finds them --, known before Spark starts; False
+    when that cannot be told (the run then says why)."""
+    files = Files()
+    try:
+        manifest = None if full else current(files, files.uri(out))
+        record = {
+            key: FileStats.from_json(value)
+            for key, value in ((manifest or {}).get("files") or {}).items()
+        }
+        changed = changed_files(find_journal_files(files, journals), record)
+    except (OSError, ValueError):
+        return False
+    size = sum(f.size * (GZIP_RATIO if f.compressed else 1) for f in changed)
+    return size <= int(os.environ.get("PYNAMESRV_SMALL_RUN_BYTES", SMALL_RUN_BYTES))
 
 
 _LOG4J2 = """\

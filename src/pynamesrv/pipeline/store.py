@@ -24,7 +24,6 @@ Files and their record:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
+from pynamesrv.namesrv.history import FILE_NAMES, hour_of_name
 from pynamesrv.pipeline.compact import STORE_COLUMNS, STORE_SCHEMA, compact
 from pynamesrv.pipeline.files import FileInfo, Files
 from pynamesrv.pipeline.paths import join_path
@@ -41,8 +41,6 @@ from pynamesrv.pipeline.schema import CORRUPT, PARSE_SCHEMA
 
 HOUR_MS: Final = 3_600_000
 PARTITIONS: Final = ("day", "instance", "hour", "version")
-FILE_NAMES: Final = "events-YYYYMMDD-HH.jsonl[.gz]"  # what _NAME matches, for messages
-_NAME: Final = re.compile(r"^events-(\d{8})-(\d{2})\.jsonl(\.gz)?$")
 # The tail of a file URI: instance directory (URI-encoded), date, hour.
 _TAIL: Final = r"([^/]+)/events-(\d{8})-(\d{2})\.jsonl(?:\.gz)?$"
 
@@ -104,21 +102,6 @@ class FileStats:
 
     def same_file(self, file: JournalFile) -> bool:
         return (self.path, self.size, self.mtime) == (file.path, file.size, file.mtime)
-
-
-def hour_of_name(name: str) -> int | None:
-    """Epoch ms of the hour a journal file name stands for; None for other files."""
-    match = _NAME.match(name)
-    if match is None:
-        return None
-    day, hour = match.group(1), int(match.group(2))
-    try:
-        moment = datetime.strptime(day, "%Y%m%d").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    if hour > 23:
-        return None
-    return round(moment.timestamp() * 1000) + hour * HOUR_MS
 
 
 def _hidden_below(path: str, root: str) -> bool:

@@ -20,7 +20,7 @@ client and the simulator.
 from __future__ import annotations
 
 # Importing these registers their subcommands.
-from pynamesrv.cli.admin import cluster, namesrv_config, reads, writes  # noqa: F401
+from pynamesrv.cli.admin import cluster, namesrv_config, reads, route_at, writes  # noqa: F401
 from pynamesrv.cli.admin.errors import (
     EXIT_DIFFERENT,
     EXIT_ERROR_ANSWER,

@@ -30,7 +30,7 @@ from pynamesrv.cli.admin.mqadmin_json import route_text
 from pynamesrv.cli.admin.options import Options
 from pynamesrv.cli.admin.session import Session, body_json, read_first, run
 from pynamesrv.namesrv import requests
-from pynamesrv.pipeline.timetravel import route_digest
+from pynamesrv.namesrv.timetravel import route_digest
 
 DEFAULT_DIFF_CONCURRENCY: Final = 16
 RETRY_PREFIX: Final = "%RETRY%"
