@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from conformance.golden import golden_5x_dir, golden_dir
 from pynamesrv.simulate.fuzz import FuzzConfig, Limits, RunOptions, make_forge
 from pynamesrv.simulate.fuzz.runner import CHECK_TOPIC, FuzzRun
 from pynamesrv.simulate.fuzz.target import LogTally
@@ -31,6 +32,7 @@ from pynamesrv.simulate.fuzz.wire import (
 )
 
 MIB = 1 << 20
+GOLDEN = [golden_dir(), golden_5x_dir()]  # the frames real peers sent
 LIMITS = Limits(max_frame_length=4 * MIB, bomb_max=2 * MIB, flood_max=MIB, big_body_max=MIB)
 ROUTE_BODY = b'{"brokerDatas":[],"queueDatas":[],"fake":true}'
 INT32 = range(-(1 << 31), 1 << 31)
@@ -130,7 +132,7 @@ async def fake_namesrv() -> AsyncIterator[
 
 
 async def fuzz(server: asyncio.AbstractServer, frames: int, **options: float) -> FuzzRun:
-    forge = make_forge(FuzzConfig(seed=4, limits=LIMITS))
+    forge = make_forge(FuzzConfig(seed=4, limits=LIMITS, corpus_dirs=GOLDEN))
     port = server.sockets[0].getsockname()[1]
     run = FuzzRun(forge, "127.0.0.1", port, RunOptions(frames=frames, batch=250, **options))
     await run.run()
@@ -226,5 +228,7 @@ TypeError: Integer exceeds 64-bit range
     assert tally.samples[fatal][-1] == "TypeError: Integer exceeds 64-bit range"
 
 
-def test_fuzz_config_defaults_find_the_shared_corpus() -> None:
-    assert len(make_forge(FuzzConfig()).context.seeds) > 1000
+def test_the_oracle_tests_mutate_the_recorded_frames() -> None:
+    """These tests count findings in frames mutated from both golden corpora (the built-in
+    seeds, the default, are a few frames per request code: tests/unit/test_fuzz_builtin.py)."""
+    assert len(make_forge(FuzzConfig(corpus_dirs=GOLDEN)).context.seeds) > 1000
