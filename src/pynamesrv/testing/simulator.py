@@ -477,8 +477,9 @@ def _server_config() -> dict[str, str]:
         config = ConfigRegistry(NamesrvConfig()).all_properties()
         fixed = {
             "rocketmqHome": "/opt/rocketmq",
-            "kvConfigPath": "/opt/rocketmq/namesrv/kvConfig.json",
-            "configStorePath": "/opt/rocketmq/namesrv/namesrv.properties",
+            "stateDir": "/var/lib/pynamesrv",
+            "kvConfigPath": "/var/lib/pynamesrv/kvConfig.json",
+            "configStorePath": "/etc/pynamesrv/namesrv.properties",
             "journalDir": "/var/lib/pynamesrv/journal",
             "listenPort": "9876",
         }
