@@ -57,7 +57,9 @@ def replayed_lines(events: DataFrame) -> DataFrame:
     base on (all of them when it has none), route-changing types only, with ``base`` (True
     when the instance's lines begin with one)."""
     kept = events.where(F.col("type").isin(*REPLAYED))
-    return since_base(kept).select(*REPLAY_COLUMNS, "base")
+    # the store keeps what replaying routes needs, not the deadlines time travel reads
+    present = [c for c in REPLAY_COLUMNS if c in kept.columns]
+    return since_base(kept).select(*present, "base")
 
 
 def distribution_rows(lines: Iterable[Mapping[str, Any]], at_ts: int) -> list[tuple[Any, ...]]:

@@ -167,7 +167,10 @@ def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
         .where(F.col("seq") == F.col("snapshot_seq"))
         .select("ns", "ts", "seq", F.lit(True).alias("snapshot_base"))
     )
-    cold_start = (F.col("type") == STARTED) & F.col("recovered").isNull()
+    # The store (topic_distribution's input) keeps no ``recovered``: there every start is a
+    # base, which its replay of the broker_recovered lines after it makes whole.
+    started = F.col("type") == STARTED
+    cold_start = started & F.col("recovered").isNull() if "recovered" in upto.columns else started
     is_base = cold_start | F.coalesce(F.col("snapshot_base"), F.lit(False))
     last = F.max(F.when(is_base, key())).over(Window.partitionBy("ns"))
     return (
