@@ -125,7 +125,8 @@ def class_archive() -> ClassArchive | None:
 
 def launched_jvm(spark: Any) -> subprocess.Popen[bytes] | None:
     """The JVM process PySpark launched for ``spark`` (a classic session), to end it and so
-    have it write the archive; None when it was not launched here (spark-submit's)."""
-    gateway = getattr(spark.sparkContext, "_gateway", None)
+    have it write the archive; None when it was not launched here (spark-submit's) or the
+    session has no JVM of its own (Spark Connect)."""
+    gateway = getattr(getattr(spark, "sparkContext", None), "_gateway", None)
     proc = getattr(gateway, "proc", None)
     return proc if isinstance(proc, subprocess.Popen) else None

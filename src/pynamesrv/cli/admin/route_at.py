@@ -109,7 +109,7 @@ def fetch_route_at(
     f"{DEFAULT_HTTP_PORT}; https with --tls).",
 )
 def route_at(opts: Options, topic: str, at: str, dialect: str, raw: bool, http: str | None) -> None:
-    """Show the route a name server answered for a topic at a past time.
+    """Show a route as it was at a past time.
 
     The server rebuilds it from its own journal, as `pynamesrv pipeline routes-at
     --instance ... --topic ...` does from the files, and prints the same document: the
