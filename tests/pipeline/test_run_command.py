@@ -282,21 +282,27 @@ def test_from_to_window_starts_a_run_at_its_first_event(
                      SESSION_COLUMNS)  # fmt: skip
 
 
-@pytest.mark.parametrize("command", [["run", "--out", "o"], ["routes-at", "--time", "0"]])
+# routes-at over a local journal needs no Spark; with --master it does
+@pytest.mark.parametrize(
+    "command", [["run", "--out", "o"], ["routes-at", "--time", "0", "--master", "local[1]"]]
+)
 def test_without_pyspark_one_line_says_what_to_install(
-    command: list[str], monkeypatch: pytest.MonkeyPatch
+    command: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the extra were not installed
-    result = CliRunner().invoke(pipeline, [*command, "--journal", "j"])
+    hour = tmp_path / "10.0.0.1_9876" / "events-20261118-12.jsonl"
+    hour.parent.mkdir()
+    hour.touch()
+    result = CliRunner().invoke(pipeline, [*command, "--journal", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         f"Error: PySpark is not installed: {sys.executable} -m pip install "
-        "'pyspark[connect]>=4.0,<5' "
+        "'pyspark[connect]>=4.0,<5' 'pandas>=2.2,<3' "
         "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
     ]
     # pynamesrv is not on PyPI (issue 26): the line names the extra's own requirement.
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    assert pyproject["project"]["optional-dependencies"]["pipeline"] == [PIPELINE_EXTRA]
+    assert pyproject["project"]["optional-dependencies"]["pipeline"] == list(PIPELINE_EXTRA)
 
 
 def test_odd_instance_directory_names_are_stored_once_and_recognised_again(

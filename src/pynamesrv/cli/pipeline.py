@@ -366,7 +366,7 @@ def _no_active_session() -> bool:
 
 # pyproject.toml's "pipeline" extra (a test keeps them equal): pynamesrv is not on PyPI, so
 # `pip install pynamesrv[pipeline]` cannot work; this line works in any install.
-PIPELINE_EXTRA = "pyspark[connect]>=4.0,<5"
+PIPELINE_EXTRA = ("pyspark[connect]>=4.0,<5", "pandas>=2.2,<3")
 
 
 def _console(stderr: bool = False) -> Console:
@@ -384,7 +384,9 @@ def _require_pyspark() -> None:
         import pyspark  # noqa: F401
     except ImportError as exc:
         raise click.ClickException(
-            f"PySpark is not installed: {sys.executable} -m pip install '{PIPELINE_EXTRA}' "
+            f"PySpark is not installed: {sys.executable} -m pip install "
+            + " ".join(f"'{requirement}'" for requirement in PIPELINE_EXTRA)
+            + " "
             "(the 'pipeline' extra; Spark also needs Java 17 on the PATH or in JAVA_HOME)"
         ) from exc
 
