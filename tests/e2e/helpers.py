@@ -11,12 +11,17 @@ from pynamesrv.remoting.command import RemotingCommand
 from waiting import GUARD_S, wait_for
 
 
-async def query_route(port: int, topic: str, version: int = 401) -> RemotingCommand:
+async def request_once(port: int, request: RemotingCommand) -> RemotingCommand:
+    """``request``'s answer over a connection of its own to the server on ``port``."""
     client = await RemotingClient.connect("127.0.0.1", port)
     try:
-        return await client.request(requests.get_routeinfo_by_topic(topic, version=version))
+        return await client.request(request)
     finally:
         await client.close()
+
+
+async def query_route(port: int, topic: str, version: int = 401) -> RemotingCommand:
+    return await request_once(port, requests.get_routeinfo_by_topic(topic, version=version))
 
 
 async def wait_until_unrouted(port: int, topic: str) -> None:

@@ -24,14 +24,12 @@ import yaml
 from deployed import Deployment
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import query_route
+from helpers import query_route, request_once
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.controller import NamesrvController
-from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import ResponseCode
-from pynamesrv.remoting.command import RemotingCommand
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
@@ -437,14 +435,6 @@ def docker_deployment() -> Deployment:
     )
 
 
-async def call(port: int, request: RemotingCommand) -> RemotingCommand:
-    client = await RemotingClient.connect("127.0.0.1", port)
-    try:
-        return await client.request(request)
-    finally:
-        await client.close()
-
-
 def serves_with_read_only_config(deployment: Deployment, tmp_path: Path) -> tuple[int, str]:
     """Run it; it serves, keeps a KV entry and its journal under stateDir, and answers an
     updateNamesrvConfig with the documented "persist failed". Returns what its address
@@ -455,13 +445,13 @@ def serves_with_read_only_config(deployment: Deployment, tmp_path: Path) -> tupl
         r"^stateDir=/", deployment.files[config], re.MULTILINE
     )
     with deployed.run(deployment, tmp_path) as running:
-        put = asyncio.run(call(running.port, requests.put_kv_config("ns", "k", "v")))
+        put = asyncio.run(request_once(running.port, requests.put_kv_config("ns", "k", "v")))
         update = asyncio.run(
-            call(running.port, requests.update_namesrv_config({"productEnvName": "x"}))
+            request_once(running.port, requests.update_namesrv_config({"productEnvName": "x"}))
         )
         props = dict(
             line.split("=", 1)
-            for line in asyncio.run(call(running.port, requests.get_namesrv_config()))
+            for line in asyncio.run(request_once(running.port, requests.get_namesrv_config()))
             .body.decode()
             .splitlines()
         )

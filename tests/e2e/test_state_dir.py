@@ -12,28 +12,19 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import request_once
 from pynamesrv.broker.client import BrokerClient, TopicConfig
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv.config import ConfigRegistry
 from pynamesrv.namesrv.controller import NamesrvController
-from pynamesrv.remoting.client import RemotingClient
 from pynamesrv.remoting.codes import ResponseCode
-from pynamesrv.remoting.command import RemotingCommand
 from readonly import read_only
+from served import ENTRY_POINT, free_port
 from waiting import GUARD_S, wait_until
-
-ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -68,14 +59,6 @@ def stop(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-async def call(port: int, request: RemotingCommand) -> RemotingCommand:
-    client = await RemotingClient.connect("127.0.0.1", port)
-    try:
-        return await client.request(request)
-    finally:
-        await client.close()
-
-
 # ------------------------------------------------------------------ finding 1
 
 
@@ -99,8 +82,10 @@ def test_serve_with_its_config_on_a_read_only_mount_serves(tmp_path: Path) -> No
     )  # fmt: skip
     try:
         wait_until(lambda: answering(port, proc), "serve with a read-only -c file")
-        put = asyncio.run(call(port, requests.put_kv_config("ns", "k", "v")))
-        update = asyncio.run(call(port, requests.update_namesrv_config({"productEnvName": "x"})))
+        put = asyncio.run(request_once(port, requests.put_kv_config("ns", "k", "v")))
+        update = asyncio.run(
+            request_once(port, requests.update_namesrv_config({"productEnvName": "x"}))
+        )
     finally:
         out = stop(proc)
     assert put.code == ResponseCode.SUCCESS, put.remark
@@ -254,21 +239,28 @@ def test_serve_p_names_every_place_under_the_state_dir(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ finding 6
 
 
-def test_start_up_output_is_one_stream_in_order(tmp_path: Path) -> None:
-    """mqnamesrv's "load config properties file OK" went around the log (a bare line amid
-    the log's, so a JSON log stream held a line that is not JSON). Captured as an operator
-    does (2>&1), every line of a start is a log record, in order, the config line first."""
+def serve_once(config: Path, more_config: str, *args: str) -> str:
+    """Start ``serve -c config`` (a free port, no HTTP, loopback, plus ``more_config``) until
+    it answers, stop it; what it printed, standard output and error merged as 2>&1 does."""
     port = free_port()
-    config = tmp_path / "namesrv.properties"
-    config.write_text(f"listenPort={port}\nhttpPort=0\nbindAddress=127.0.0.1\n")
+    config.write_text(f"listenPort={port}\nhttpPort=0\nbindAddress=127.0.0.1\n{more_config}")
     proc = subprocess.Popen(
-        [ENTRY_POINT, "serve", "-c", config, "--log-format", "json"],
+        [ENTRY_POINT, "serve", "-c", config, *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(),
     )  # fmt: skip
     try:
         wait_until(lambda: answering(port, proc), "serve")
     finally:
         out = stop(proc)
+    return out
+
+
+def test_start_up_output_is_one_stream_in_order(tmp_path: Path) -> None:
+    """mqnamesrv's "load config properties file OK" went around the log (a bare line amid
+    the log's, so a JSON log stream held a line that is not JSON). Captured as an operator
+    does (2>&1), every line of a start is a log record, in order, the config line first."""
+    config = tmp_path / "namesrv.properties"
+    out = serve_once(config, "", "--log-format", "json")
     records = [json.loads(line) for line in out.splitlines()]  # every line is one record
     messages = [r["message"] for r in records]
     assert messages[0] == f"load config properties file OK, {config}"
@@ -282,18 +274,9 @@ def test_start_up_output_is_one_stream_in_order(tmp_path: Path) -> None:
 
 
 def test_with_a_log_file_the_start_up_lines_are_in_it(tmp_path: Path) -> None:
-    port = free_port()
     config = tmp_path / "namesrv.properties"
     log_file = tmp_path / "logs" / "namesrv.log"
-    config.write_text(f"listenPort={port}\nhttpPort=0\nbindAddress=127.0.0.1\nlogFile={log_file}\n")
-    proc = subprocess.Popen(
-        [ENTRY_POINT, "serve", "-c", config],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(),
-    )  # fmt: skip
-    try:
-        wait_until(lambda: answering(port, proc), "serve")
-    finally:
-        out = stop(proc)
+    out = serve_once(config, f"logFile={log_file}\n")
     assert out.splitlines() == [f"logging to {log_file}"]
     lines = log_file.read_text().splitlines()
     assert lines[0].endswith(f" INFO  pynamesrv - load config properties file OK, {config}")
