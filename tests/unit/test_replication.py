@@ -303,6 +303,16 @@ async def _no_send(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+def publishing_writer(config: NamesrvConfig) -> tuple[NamesrvController, Publisher, list[bytes]]:
+    """A writer whose publisher collects every batch it publishes, in order."""
+    controller = NamesrvController(config, auto_expiry=False, notify_send=_no_send)
+    publisher = Publisher(controller.routes, controller.kv, controller.registry)
+    controller.add_listener(publisher.on_events)
+    batches: list[bytes] = []
+    publisher.subscribe(lambda position, data: batches.append(data))
+    return controller, publisher, batches
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(operations=_operations)
 def test_a_replica_fed_the_stream_answers_every_read_as_the_writer(
@@ -314,11 +324,7 @@ def test_a_replica_fed_the_stream_answers_every_read_as_the_writer(
 
 def test_a_batch_out_of_order_is_refused_and_one_the_image_held_is_skipped() -> None:
     with writer_config() as config:
-        controller = NamesrvController(config, auto_expiry=False, notify_send=_no_send)
-        publisher = Publisher(controller.routes, controller.kv, controller.registry)
-        controller.add_listener(publisher.on_events)
-        batches: list[bytes] = []
-        publisher.subscribe(lambda position, data: batches.append(data))
+        controller, publisher, batches = publishing_writer(config)
         for group in ("g1", "g2"):
             op = {
                 "group": group,
@@ -398,11 +404,7 @@ def test_a_replica_applies_a_large_batch_without_collecting_and_freezes_what_it_
 
     topics = [TopicConfig(f"Many-{i:05d}") for i in range(12_000)]
     with writer_config() as config:
-        controller = NamesrvController(config, auto_expiry=False, notify_send=_no_send)
-        publisher = Publisher(controller.routes, controller.kv, controller.registry)
-        controller.add_listener(publisher.on_events)
-        batches: list[bytes] = []
-        publisher.subscribe(lambda position, data: batches.append(data))
+        controller, publisher, batches = publishing_writer(config)
         replica = Replica()
         replica.install(publisher.image())
         request = requests.register_broker(
