@@ -31,9 +31,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -43,6 +44,7 @@ from checkout_copy import (
     copy_compiled_loops,
     overlay_venv,
 )
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -55,7 +57,7 @@ SERVER = re.compile(
 PYTHON_NOISE = re.compile(r"\b[A-Z]\w*Warning: |Traceback \(most recent call last\)")
 GUARD_S = 600.0  # one command (a pipeline run on a busy machine): against hangs only
 STOP_GUARD_S = 60.0
-POLL_S = 0.1
+T = TypeVar("T")
 STAMPS = (".installed-run", ".installed-test", ".installed-pipeline", ".installed-tls")
 
 
@@ -174,15 +176,12 @@ def _ports_of(pgid: int) -> set[int]:
     return ports
 
 
-def _wait(condition: object, what: str, timeout_s: float) -> object:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()  # type: ignore[operator]
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise CommandFailed(f"{what}: not reached within the {timeout_s:.0f} s guard")
-        time.sleep(POLL_S)
+def _wait(condition: Callable[[], T], what: str, timeout_s: float) -> T:
+    """``waiting.wait_until``, its guard reported as this command's failure."""
+    try:
+        return wait_until(condition, what, timeout_s)
+    except AssertionError as exc:
+        raise CommandFailed(str(exc)) from None
 
 
 class CommandFailed(Exception):
