@@ -25,7 +25,7 @@ from pynamesrv.http.app import HttpServer
 from pynamesrv.namesrv.events import BrokerHeartbeat, BrokerRemoved
 from pynamesrv.namesrv.timetravel import route_digest
 from pynamesrv.remoting.codes import Version
-from waiting import EventLog, wait_until
+from waiting import EventLog, wait_for, wait_until
 
 ENTRY_POINT = Path(sys.executable).with_name("pynamesrv")
 A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911"
@@ -140,3 +140,39 @@ async def test_the_server_answers_the_route_it_gave_at_a_past_time(
         await server.stop()
     # The journal's own reader, over the files the server wrote: the same document.
     assert routes_at(root, at, "--instance", NS, "--topic", "T") == document
+
+
+async def test_many_peers_asking_at_once_get_at_most_the_searches_budget_and_429(
+    start_namesrv: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Time travel reads the journal: the whole process runs at most httpMaxSearches of it at
+    once, whatever the number of peers asking; the others are answered 429 at once."""
+    server = await start_namesrv(
+        instanceName=NS, journalEnable=True, journalDir=tmp_path / "journal", httpMaxSearches=2
+    )
+    http = HttpServer(server.view)
+    await http.start("127.0.0.1", 0)
+    release = threading.Event()
+    started: list[int] = []
+    rebuild = http_app.route_at
+
+    def held(*args: Any) -> Any:  # the rebuild, kept busy until the test lets it go
+        started.append(1)
+        release.wait(60)
+        return rebuild(*args)
+
+    monkeypatch.setattr(http_app, "route_at", held)
+    path = f"/api/routes-at?topic=T&time={now_ms()}"
+    peers = [asyncio.create_task(get_json(http.port, path)) for _ in range(20)]
+    try:
+        await wait_for(lambda: sum(p.done() for p in peers) >= 18, "18 peers answered")
+        refused = [p.result() for p in peers if p.done()]
+        assert all(status == 429 for status, _ in refused), refused
+        assert len(started) <= 1  # one rebuild runs; the other admitted one waits its turn
+    finally:
+        release.set()
+        answers = await asyncio.gather(*peers)
+        await http.stop()
+        await server.stop()
+    assert sorted(status for status, _ in answers).count(429) == 18
+    assert all(status in (200, 404) for status, _ in answers if status != 429)
