@@ -16,7 +16,6 @@ from typing import Any, Final
 import orjson
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from pynamesrv.namesrv import history, snapshot_pieces
 from pynamesrv.namesrv.history import FIRST_FILES, by_instance_dir, check_time
@@ -30,17 +29,9 @@ from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_d
 # with a warm start between its base and T (``DEADLINES``: its deadlines follow them).
 REPLAYED: Final = tuple(sorted(history.REPLAYED))
 DEADLINES: Final = tuple(sorted(history.DEADLINES - history.REPLAYED))
-# ``server_started``'s ``recovered`` (an object; None: the run began empty) tells a base
-# from a warm start. The journal schema leaves the name out (``broker_registered`` has a
-# boolean of that name); read as a string it holds either as text, or null. A recovered
-# broker's ``timeout_ms`` is a deadline too.
-_SCHEMA: Final = StructType(
-    [
-        *JOURNAL_SCHEMA.fields,
-        StructField("recovered", StringType()),
-        StructField("timeout_ms", LongType()),
-    ]
-)
+# The fields replay reads. ``server_started``'s ``recovered`` (JSON text, ``schema.AS_TEXT``;
+# null: the run began empty) tells a base from a warm start; ``timeout_ms`` (registrations,
+# ``broker_recovered``) and the heartbeats' times are the deadlines a warm start applies.
 COLUMNS: Final = (
     "ns",
     "ts",
@@ -65,6 +56,7 @@ COLUMNS: Final = (
     "data_version",
     "last_heartbeat_ts",
     "timeout_ms",
+    "recovered",
 )
 
 
@@ -75,7 +67,7 @@ def _read(
     types: Sequence[str] = REPLAYED,
 ) -> DataFrame:
     frame = (
-        spark.read.schema(_SCHEMA)
+        spark.read.schema(JOURNAL_SCHEMA)
         .option("mode", "DROPMALFORMED")
         .json([f.path for f in files])
         .where(F.col("type").isin(*types) & F.col("ns").isNotNull() & F.col("ts").isNotNull())
@@ -83,9 +75,7 @@ def _read(
     )
     if instance is not None:
         frame = frame.where(F.col("ns") == instance)
-    return frame.select(
-        *COLUMNS, "recovered", instance_dir(F.col("_metadata.file_path")).alias("dir")
-    )
+    return frame.select(*COLUMNS, instance_dir(F.col("_metadata.file_path")).alias("dir"))
 
 
 def _as_dict(row: Any) -> dict[str, Any]:
