@@ -272,3 +272,19 @@ def compact(parsed: DataFrame) -> DataFrame:
     out = grouped.select("file", F.explode(F.concat(rows, runs, summary)).alias("r"))
     return out.select("file", *[F.col(f"r.{c}").alias(c) for c in STORE_COLUMNS])
 
+
+def beat_lines(rows: DataFrame) -> DataFrame:
+    """Store rows with every heartbeat segment unfolded again: one row per beat, its ``ts``
+    and ``seq`` the beat's and the rest the segment's; other rows as they are. For the one
+    reader that applies heartbeats one by one: the routes at the end of the data when a warm
+    start dropped brokers by their deadlines (``distribution.lines_to_replay``), a few
+    minutes of beats of a few instances."""
+    segment = F.col("beat_ts").isNotNull()
+    beats = (
+        rows.where(segment)
+        .withColumn("beat", F.explode(F.arrays_zip("beat_ts", "beat_seq")))
+        .withColumn("ts", F.col("beat.beat_ts"))
+        .withColumn("seq", F.col("beat.beat_seq"))
+        .drop("beat")
+    )
+    return rows.where(~segment).unionByName(beats)
