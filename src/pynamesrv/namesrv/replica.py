@@ -13,7 +13,7 @@ on the worker's loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from sys import intern
 from typing import Any, Final
@@ -24,6 +24,7 @@ from pynamesrv.namesrv.acl import AccessControl
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import (
     BrokerRegistered,
+    Columns,
     Event,
     QueueConfigs,
     RecordError,
@@ -31,14 +32,20 @@ from pynamesrv.namesrv.events import (
 )
 from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.kvconfig import KvChange, KvConfigManager
-from pynamesrv.namesrv.model import BrokerData, BrokerLiveInfo, TopicQueueMappingInfo
+from pynamesrv.namesrv.model import (
+    BodyError,
+    BrokerData,
+    BrokerLiveInfo,
+    RegisterBrokerBody,
+    TopicQueueMappingInfo,
+)
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.replication import CONFIG, EVENT, KV
 from pynamesrv.namesrv.routes import RouteInfoManager
 from pynamesrv.namesrv.routes.changes import Link
 from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
 from pynamesrv.namesrv.settings import setting
-from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.namesrv.stats import MAX_TOPIC_LENGTH, NamesrvStats
 from pynamesrv.remoting.codes import Version
 
 # Batches at least this large (a registration of some 400 topics) collect the young
@@ -72,6 +79,44 @@ class ReplicaGap(RuntimeError):
     """A batch is not the next one: the replica must be rebuilt from an image."""
 
 
+class PreparedBody:
+    """The topics of a large registration this worker forwards, decoded here while the writer
+    decodes and decides the same bytes (``replication``, "decoded twice at once"): the
+    writer's batch then names the body instead of carrying its rows.
+
+    Decoded as the writer decodes (``processor.registration_body_steps``, the same long
+    names left out), a step at a time between turns of the loop (``step``); the batch that
+    needs it finishes it at once (``columns``). A body that does not decode has no columns:
+    the writer refuses it too, and no batch names it."""
+
+    def __init__(self, steps: Generator[None, None, RegisterBrokerBody]) -> None:
+        self._steps: Generator[None, None, RegisterBrokerBody] | None = steps
+        self._columns: Columns | None = None
+
+    def step(self) -> bool:
+        """One bounded piece of the decoding; whether it is done."""
+        if self._steps is None:
+            return True
+        try:
+            next(self._steps)
+            return False
+        except StopIteration as done:
+            body: RegisterBrokerBody = done.value
+            body.drop_long_topics(MAX_TOPIC_LENGTH)
+            topics, values, index = QueueConfigs(body.routed).columns()
+            # interned as the apply's rows are (the table's keys and the group's set share them)
+            self._columns = (list(map(intern, topics)), values, index)
+        except BodyError:
+            pass
+        self._steps = None
+        return True
+
+    def columns(self) -> Columns | None:
+        while not self.step():
+            pass
+        return self._columns
+
+
 class Replica:
     """Tables, KV and config that follow the writer's stream."""
 
@@ -88,6 +133,8 @@ class Replica:
         self.started_ms = 0
         # Told the keys whose value a ``cfg`` item changed (the worker hands live settings on).
         self.on_config: Callable[[list[str]], None] = lambda keys: None
+        # Bodies of forwarded registrations decoded here, by request id, until their reply.
+        self.prepared: dict[int, PreparedBody] = {}
 
     # ------------------------------------------------------------------ the stream
 
@@ -112,7 +159,7 @@ class Replica:
     def _apply_item(self, item: list[Any], applied: list[Event]) -> None:
         kind = item[0]
         if kind == EVENT:
-            _, ts, record, servers = item
+            _, ts, record, link = item
             event_type = REPLAYED_EVENTS.get(record.get("type"))
             if event_type is None:
                 raise RecordError(f"not a route event: {record.get('type')!r}")
@@ -120,21 +167,32 @@ class Replica:
             if event_type is BrokerRegistered:  # ``replication.registered_record``
                 configs = record.pop("topic_configs")
                 del record["type"]
-                # Interned once, here: the table's keys and the group's set share them, and
-                # the apply's own ``intern`` finds each already done (a name decoded twice
-                # costs the lookup twice).
-                topics = list(map(intern, configs["topics"]))
+                if "body" in configs:  # ``replication.named_body_record``
+                    topics, values, index = self._prepared_columns(configs["body"])
+                else:
+                    # Interned once, here: the table's keys and the group's set share them,
+                    # and the apply's own ``intern`` finds each already done (a name decoded
+                    # twice costs the lookup twice).
+                    topics = list(map(intern, configs["topics"]))
+                    values, index = configs["values"], configs["index"]
                 record.setdefault("topics_added", topics)  # left out: the same names
                 event = BrokerRegistered(
                     **record,
-                    topic_configs=QueueConfigs.from_columns(
-                        topics, configs["values"], configs["index"], configs["mask"]
-                    ),
+                    topic_configs=QueueConfigs.from_columns(topics, values, index, configs["mask"]),
                 )
             else:
                 event = event_type.from_record(record)
-            if servers is not None:  # a registration: its filter servers as the writer has them
-                self.routes.apply(event, ts, Link(REPLICATED, filter_servers=servers))
+            if link is not None:  # a registration: its link as the writer's entry has it
+                self.routes.apply(
+                    event,
+                    ts,
+                    Link(
+                        REPLICATED,
+                        body_digest=link["digest"],
+                        filter_servers=link["servers"],
+                        took_topics=link["took"],
+                    ),
+                )
             else:
                 self.routes.apply(event, ts)
             applied.append(event)
@@ -150,6 +208,13 @@ class Replica:
             _, values, file_properties = item
             self._set_config(values, file_properties)
             self.registry.data_version += 1
+
+    def _prepared_columns(self, request_id: int) -> Columns:
+        prepared = self.prepared.pop(request_id, None)
+        columns = prepared.columns() if prepared is not None else None
+        if columns is None:  # the writer decoded what this worker could not: not the same code
+            raise ReplicaGap(f"a registration names body {request_id}, not decoded here")
+        return columns
 
     def _set_config(self, values: dict[str, Any], file_properties: dict[str, str]) -> None:
         changed = []
@@ -208,11 +273,12 @@ class Replica:
             )
         for cluster, members in image["clusters"]:
             routes.cluster_addr_table[cluster] = dict.fromkeys(members)
-        for cluster, addr, name, broker_id, last, timeout, ha, version in image["live"]:
+        for cluster, addr, name, broker_id, last, timeout, ha, version, digest in image["live"]:
             key = (cluster, addr)
-            routes.broker_live_table[key] = BrokerLiveInfo(
+            live = routes.broker_live_table[key] = BrokerLiveInfo(
                 last, timeout, data_version_of(version), REPLICATED, ha, name, broker_id
             )
+            live.body_digest = digest
             routes._live_by_channel.setdefault(REPLICATED, set()).add(key)
         for cluster, addr, servers in image["filters"]:
             routes.filter_server_table[(cluster, addr)] = servers
@@ -220,6 +286,7 @@ class Replica:
         make = routes.queue_data
         for topic, queues in image["topics"].items():
             table[topic] = {q[0]: make(*q) for q in queues}
+        routes._pruned_brokers.update(image["pruned"])
         for name, topics in image["by_broker"].items():
             routes._topics_by_broker[name] = set(topics)
         for topic, per_group in image["mappings"].items():

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from pynamesrv.namesrv import workerlink as link
-from pynamesrv.namesrv.replication import Publisher, config_values
+from pynamesrv.namesrv.replication import FORWARDED, Publisher, config_values
 from pynamesrv.namesrv.stats import RouteQueryCounts
 from pynamesrv.remoting.codec import decode_frame_payload, encode
 from pynamesrv.remoting.command import RemotingCommand
@@ -406,14 +406,21 @@ class WorkerPool:
             worker.close()
             return
         request.body_crc = head.get("crc")  # the worker's, computed as the body arrived
-        answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
-        if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
-            self._keep(
-                asyncio.ensure_future(
-                    self._reply_later(worker, head["id"], request, answer, channel)
+        # The worker decodes the body too: its batch may name it (``replication.FORWARDED``;
+        # a stepwise registration's task keeps this context).
+        token = FORWARDED.set((worker.on_batch, head["id"])) if head.get("prepared") else None
+        try:
+            answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
+            if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
+                self._keep(
+                    asyncio.ensure_future(
+                        self._reply_later(worker, head["id"], request, answer, channel)
+                    )
                 )
-            )
-            return
+                return
+        finally:
+            if token is not None:
+                FORWARDED.reset(token)
         self._reply(worker, head["id"], request, answer, channel)
 
     async def _reply_later(

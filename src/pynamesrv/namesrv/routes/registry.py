@@ -187,7 +187,9 @@ class RouteRegistry(TopicEdits):
                 topics_removed=dropped,
                 topics_changed=changed,
                 topic_count=len(broker_topics) - len(dropped) + _new_to(broker_topics, added),
-                topic_configs=QueueConfigs(applied, perm_mask),
+                topic_configs=QueueConfigs(
+                    applied, perm_mask, whole_body=body is not None and took_all(applied, body)
+                ),
                 topic_mappings=mapped,
                 timeout_ms=timeout_ms,
                 zone_name=zone_name,
@@ -457,6 +459,12 @@ class RouteRegistry(TopicEdits):
         )
         self.apply(event, now_ms)
         return [event]
+
+
+def took_all(applied: list[RoutedTopic], body: RegisterBrokerBody) -> bool:
+    """Whether a registration applied every routed row of its body: ``applied`` is a
+    subsequence of them (``_diff_topic_configs``), so equal lengths mean the same rows."""
+    return bool(applied) and len(applied) == len(body.routed)
 
 
 def _new_to(members: set[str], topics: list[str]) -> int:
