@@ -456,14 +456,20 @@ def large_registration_request(compressed: bool) -> RemotingCommand:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("compressed", [False, True], ids=["json", "compressed"])
+@pytest.mark.parametrize(
+    ("compressed", "overlap"),
+    [(False, False), (True, False), (False, True)],
+    ids=["json", "compressed", "a-topic-added-meanwhile"],
+)
 def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_the_writer(
-    compressed: bool,
+    compressed: bool, overlap: bool
 ) -> None:
     """A large registration forwarded by a worker that decodes its body too: that worker's
     batch names the body instead of carrying its topics, every other worker's carries them,
-    and both replicas answer every read as the writer. Afterwards both know the body's
-    digest, so a broker re-sending it (its heartbeat) is decoded by neither."""
+    and both replicas answer every read as the writer, also when another group registered
+    one of its topics after the worker built the table entries ahead (they are not merged
+    whole then). Afterwards both know the body's digest, so a broker re-sending it (its
+    heartbeat) is decoded by neither."""
     request = large_registration_request(compressed)
     with writer_config() as config:
         controller, publisher, _ = publishing_writer(config)
@@ -473,7 +479,20 @@ def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_t
             replica.install(publisher.image())
             publisher.subscribe(batches)
         reader = origin.reader(NamesrvStats())
-        origin.prepared[7] = PreparedBody(registration_body_steps(request, reader.max_inflated))
+        origin.prepared[7] = prepared = PreparedBody(
+            registration_body_steps(request, reader.max_inflated), "g1"
+        )
+        while not prepared.step():  # as the worker does while the writer decides
+            pass
+        if overlap:  # a batch every replica applies before the one naming the body
+            other_group = requests.register_broker(
+                cluster="C1", broker_name="g2", broker_addr=addr("g2", 0), broker_id=0,
+                ha_server_addr=None,
+                body=RegisterBrokerBody(DataVersion(T0, 1), [TopicConfig("Big-00001")], None),
+            )  # fmt: skip
+            asyncio.run(answer(controller.processor, other_group, Channel(1)))
+            origin.apply_batch(to_origin.batches.pop())
+            other.apply_batch(to_other.batches.pop())
 
         async def forwarded() -> None:
             token = FORWARDED.set((to_origin, 7))

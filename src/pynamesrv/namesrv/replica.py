@@ -36,13 +36,14 @@ from pynamesrv.namesrv.model import (
     BodyError,
     BrokerData,
     BrokerLiveInfo,
+    QueueData,
     RegisterBrokerBody,
     TopicQueueMappingInfo,
 )
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.replication import CONFIG, EVENT, KV
 from pynamesrv.namesrv.routes import RouteInfoManager
-from pynamesrv.namesrv.routes.changes import Link
+from pynamesrv.namesrv.routes.changes import Link, StagedTopics
 from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
 from pynamesrv.namesrv.settings import setting
 from pynamesrv.namesrv.stats import MAX_TOPIC_LENGTH, NamesrvStats
@@ -85,21 +86,32 @@ class PreparedBody:
     writer's batch then names the body instead of carrying its rows.
 
     Decoded as the writer decodes (``processor.registration_body_steps``, the same long
-    names left out), a step at a time between turns of the loop (``step``); the batch that
-    needs it finishes it at once (``columns``). A body that does not decode has no columns:
-    the writer refuses it too, and no batch names it."""
+    names left out), a step at a time between turns of the loop (``step``); then, in a step
+    of its own, the table entries of a first registration are built as the writer's decision
+    stages them (``StagedTopics``), so that the apply after the writer's decision merges them
+    whole. The batch that needs it finishes what is left at once (``columns``). A body that
+    does not decode has no columns: the writer refuses it too, and no batch names it."""
 
-    def __init__(self, steps: Generator[None, None, RegisterBrokerBody]) -> None:
+    def __init__(self, steps: Generator[None, None, RegisterBrokerBody], broker_name: str) -> None:
         self._steps: Generator[None, None, RegisterBrokerBody] | None = steps
+        self._broker_name = broker_name
         self._columns: Columns | None = None
+        self._fresh: dict[str, dict[str, QueueData]] | None = None
 
     def step(self) -> bool:
-        """One bounded piece of the decoding; whether it is done."""
-        if self._steps is None:
-            return True
+        """One bounded piece of the work; whether it is done."""
+        if self._steps is not None:
+            self._decode_step()
+            return self._columns is None and self._steps is None  # undecodable: done
+        if self._columns is not None and self._fresh is None:
+            self._fresh = self._stage(self._columns)
+        return True
+
+    def _decode_step(self) -> None:
+        assert self._steps is not None
         try:
             next(self._steps)
-            return False
+            return
         except StopIteration as done:
             body: RegisterBrokerBody = done.value
             body.drop_long_topics(MAX_TOPIC_LENGTH)
@@ -109,12 +121,30 @@ class PreparedBody:
         except BodyError:
             pass
         self._steps = None
-        return True
+
+    def _stage(self, columns: Columns) -> dict[str, dict[str, QueueData]]:
+        """Each topic's entry as a registration of topics new to the table writes it (no perm
+        mask); a name listed twice makes fewer entries than topics (not staged, see
+        ``staged``)."""
+        topics, values, index = columns
+        name = self._broker_name
+        datas = [QueueData(name, *v) for v in values]
+        per_topic = [datas[0]] * len(topics) if index is None else map(datas.__getitem__, index)
+        return dict(zip(topics, [{name: q} for q in per_topic], strict=True))
 
     def columns(self) -> Columns | None:
-        while not self.step():
-            pass
+        while self._steps is not None:
+            self._decode_step()
         return self._columns
+
+    def staged(self, perm_mask: int, table: dict[str, dict[str, QueueData]]) -> StagedTopics | None:
+        """The entries built ahead, if the apply may merge them whole: no mask, every name
+        once, none of them in the table now (another group's registration may have added
+        some since)."""
+        fresh, columns = self._fresh, self._columns
+        if fresh is None or columns is None or perm_mask != -1 or len(fresh) != len(columns[0]):
+            return None
+        return StagedTopics(fresh, {}) if table.keys().isdisjoint(fresh) else None
 
 
 class Replica:
@@ -142,7 +172,9 @@ class Replica:
         """Apply one encoded batch; returns its position. A batch the image already held is
         skipped; one past the next raises ``ReplicaGap``."""
         applied: list[Event] = []
-        with self.heap.burst(large=len(data) >= LARGE_BATCH_MIN):  # its decoding too
+        # A batch may name a body decoded here (``prepared``): as large as the topics it adds.
+        large = len(data) >= LARGE_BATCH_MIN or bool(self.prepared)
+        with self.heap.burst(large=large):  # its decoding too
             position, items = orjson.loads(data)
             if position <= self.position:
                 return self.position
@@ -168,13 +200,15 @@ class Replica:
                 configs = record.pop("topic_configs")
                 del record["type"]
                 if "body" in configs:  # ``replication.named_body_record``
-                    topics, values, index = self._prepared_columns(configs["body"])
+                    prepared, (topics, values, index) = self._prepared(configs["body"])
+                    staged = prepared.staged(configs["mask"], self.routes.topic_queue_table)
                 else:
                     # Interned once, here: the table's keys and the group's set share them,
                     # and the apply's own ``intern`` finds each already done (a name decoded
                     # twice costs the lookup twice).
                     topics = list(map(intern, configs["topics"]))
                     values, index = configs["values"], configs["index"]
+                    staged = None
                 record.setdefault("topics_added", topics)  # left out: the same names
                 event = BrokerRegistered(
                     **record,
@@ -191,6 +225,7 @@ class Replica:
                         body_digest=link["digest"],
                         filter_servers=link["servers"],
                         took_topics=link["took"],
+                        staged=staged,
                     ),
                 )
             else:
@@ -209,12 +244,13 @@ class Replica:
             self._set_config(values, file_properties)
             self.registry.data_version += 1
 
-    def _prepared_columns(self, request_id: int) -> Columns:
+    def _prepared(self, request_id: int) -> tuple[PreparedBody, Columns]:
         prepared = self.prepared.pop(request_id, None)
         columns = prepared.columns() if prepared is not None else None
-        if columns is None:  # the writer decoded what this worker could not: not the same code
+        if prepared is None or columns is None:  # the writer decoded what this worker could
+            # not: not the same code
             raise ReplicaGap(f"a registration names body {request_id}, not decoded here")
-        return columns
+        return prepared, columns
 
     def _set_config(self, values: dict[str, Any], file_properties: dict[str, str]) -> None:
         changed = []

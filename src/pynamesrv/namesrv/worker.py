@@ -318,12 +318,13 @@ class Worker:
         if not large_registration(request):
             return None
         try:
-            if not replica.routes.needs_body(**reader.registration(request)):
-                return None
+            fields = reader.registration(request)
         except RequestError:
             return None  # the writer refuses it
+        if not replica.routes.needs_body(**fields):
+            return None
         prepared = replica.prepared[request_id] = PreparedBody(
-            registration_body_steps(request, reader.max_inflated)
+            registration_body_steps(request, reader.max_inflated), fields["broker_name"]
         )
         return prepared
 
