@@ -54,3 +54,24 @@ def test_messages_written_as_parts_are_read_back_whole_however_the_stream_is_cut
 def test_a_length_no_message_has_breaks_the_link() -> None:
     with pytest.raises(link.LinkError):
         link.LinkDecoder().feed(b"\x00\x00\x00\x00\x03")
+
+
+def test_a_large_forwarded_body_travels_as_a_message_of_its_own() -> None:
+    """A forwarded request's large body is the whole payload of a BODY message after the
+    REQUEST (read back as the bytes the writer decodes, not copied out of a larger one); a
+    small one stays in the REQUEST's frame."""
+    request = requests.get_routeinfo_by_topic("T")
+    small, large = b"s" * 10, b"L" * link.SEPARATE_BODY_MIN
+    decoder = link.LinkDecoder()
+    messages = decoder.feed(
+        b"".join(
+            link.request_parts({"id": 1}, encode_head(request), small)
+            + link.request_parts({"id": 2}, encode_head(request), large)
+        )
+    )
+    assert [kind for kind, _ in messages] == [link.REQUEST, link.REQUEST, link.BODY]
+    first, frame = link.split_framed_view(messages[0][1])
+    assert "body" not in first and bytes(frame).endswith(small)
+    second, frame = link.split_framed_view(messages[1][1])
+    assert second == {"id": 2, "body": True} and not bytes(frame).endswith(b"L")
+    assert messages[2][1] == large

@@ -301,9 +301,7 @@ class Worker:
             "prepared": prepared is not None,  # its body is decoded here too (replication)
         }
         # The body as it was received, not copied into a re-encoded frame (workerlink).
-        self._send_parts(
-            link.framed_parts(link.REQUEST, head, (encode_head(request), request.body))
-        )
+        self._send_parts(link.request_parts(head, encode_head(request), request.body))
         if prepared is not None:
             await self._decode_beside(request_id, prepared)
         return (await future) or None  # empty: no answer (oneway, or the link is gone)

@@ -120,6 +120,8 @@ class WorkerLink(asyncio.Protocol):
         self._behind = False  # batches stopped: rebuilt from an image once it has read
         self._imaging = False
         self._held: list[bytes] = []  # replies waiting for that image
+        # A forwarded request whose body is the next message: its head and frame.
+        self.awaiting_body: tuple[dict[str, Any], memoryview] | None = None
 
     # ------------------------------------------------------------------ asyncio
 
@@ -374,7 +376,14 @@ class WorkerPool:
     def on_message(self, worker: WorkerLink, kind: int, payload: bytes) -> None:
         if kind == link.REQUEST:
             head, frame = link.split_framed_view(payload)
-            self._on_request(worker, head, frame)
+            if head.get("body"):  # its body is the next message (``link.request_parts``)
+                worker.awaiting_body = (head, frame)
+            else:
+                self._on_request(worker, head, frame, None)
+        elif kind == link.BODY and worker.awaiting_body is not None:
+            head, frame = worker.awaiting_body
+            worker.awaiting_body = None
+            self._on_request(worker, head, frame, payload)
         elif kind == link.CHANNEL_CLOSED:
             head, _ = link.split_framed(payload)
             channel = worker.channels.pop(head["channel"], None)
@@ -394,7 +403,9 @@ class WorkerPool:
             worker.figures.ready = True
             worker.ready.set()
 
-    def _on_request(self, worker: WorkerLink, head: dict[str, Any], frame: memoryview) -> None:
+    def _on_request(
+        self, worker: WorkerLink, head: dict[str, Any], frame: memoryview, body: bytes | None
+    ) -> None:
         channel_id = head["channel"]
         channel = worker.channels.get(channel_id)
         if channel is None:
@@ -405,6 +416,8 @@ class WorkerPool:
             log.error("worker %d forwarded an undecodable frame: %s", worker.index, exc)
             worker.close()
             return
+        if body is not None:
+            request.body = body
         request.body_crc = head.get("crc")  # the worker's, computed as the body arrived
         # The worker decodes the body too: its batch may name it (``replication.FORWARDED``;
         # a stepwise registration's task keeps this context).
