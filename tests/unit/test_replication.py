@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -435,13 +435,17 @@ def test_a_replica_applies_a_large_batch_without_collecting_and_freezes_what_it_
 
 
 class Collected:
-    """A sink: every batch it is handed, in order (equal only to itself, as a worker's)."""
+    """A sink: every batch it is handed, in order (equal only to itself, as a worker's), and
+    what ``probe`` read as each arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, probe: Callable[[], object] = lambda: None) -> None:
         self.batches: list[bytes] = []
+        self.probed: list[object] = []
+        self.probe = probe
 
     def __call__(self, position: int, data: bytes) -> None:
         self.batches.append(data)
+        self.probed.append(self.probe())
 
 
 def large_registration_request(compressed: bool) -> RemotingCommand:
@@ -468,13 +472,15 @@ def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_t
     batch names the body instead of carrying its topics, every other worker's carries them,
     and both replicas answer every read as the writer, also when another group registered
     one of its topics after the worker built the table entries ahead (they are not merged
-    whole then). Afterwards both know the body's digest, so a broker re-sending it (its
-    heartbeat) is decoded by neither."""
+    whole then). The batches are published before the writer applies the registration (its
+    worker applies it meanwhile). Afterwards both know the body's digest, so a broker
+    re-sending it (its heartbeat) is decoded by neither."""
     request = large_registration_request(compressed)
     with writer_config() as config:
         controller, publisher, _ = publishing_writer(config)
         origin, other = Replica(), Replica()
-        to_origin, to_other = Collected(), Collected()
+        table = controller.routes.topic_queue_table
+        to_origin, to_other = Collected(lambda: "Big-02999" in table), Collected()
         for replica, batches in ((origin, to_origin), (other, to_other)):
             replica.install(publisher.image())
             publisher.subscribe(batches)
@@ -503,6 +509,8 @@ def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_t
 
         asyncio.run(forwarded())
         (named,), (carried,) = to_origin.batches, to_other.batches
+        # published as the writer was about to apply it: the worker applies it meanwhile
+        assert to_origin.probed[-1] is False
         assert b'"body":7' in named and b"Big-02999" not in named
         assert b"Big-02999" in carried
         origin.apply_batch(named)

@@ -50,7 +50,7 @@ from pynamesrv.namesrv.events import (
 )
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.routes import RouteInfoManager
-from pynamesrv.namesrv.routes.changes import NO_TIME, ROUTE_EVENTS
+from pynamesrv.namesrv.routes.changes import NO_TIME, ROUTE_EVENTS, Link
 from pynamesrv.namesrv.settings import SETTINGS
 
 EVENT: Final = "e"
@@ -179,6 +179,8 @@ class Publisher:
         self.started_ms = 0  # the processor's start (the 5.x start-up wait), for the image
         self._config_version = registry.data_version
         self._sinks: list[Sink] = []
+        self._early: set[int] = set()  # ids of events published before their apply
+        routes.on_decided = self.on_decided
         # Called once every sink has a batch (the writer yields its core to the workers).
         self.after_publish: Callable[[], None] = lambda: None
 
@@ -189,17 +191,51 @@ class Publisher:
         if sink in self._sinks:
             self._sinks.remove(sink)
 
-    def on_events(self, events: list[Event]) -> None:
-        """One batch of the events the tables just applied (the controller's listener)."""
+    def _origin(self) -> tuple[Sink | None, int]:
+        """The sink and request id of the forwarded write being decided whose worker decoded
+        the body (``FORWARDED``), if that worker is subscribed."""
         forwarded = FORWARDED.get()
-        origin, request_id = (None, 0)
         if forwarded is not None and forwarded[0] in self._sinks:  # (a bound method: ==)
-            origin, request_id = forwarded
+            return forwarded
+        return None, 0
+
+    def on_decided(self, event: Event, ts_ms: int, link: Link) -> None:
+        """A registration the registry is about to apply (``RouteRegistry.on_decided``):
+        when the worker that forwarded it holds the body, publish it now, so that the worker
+        applies it while the writer does (the worker answers once the writer's reply follows,
+        after the writer's own apply). Its link is what the tables will hold once applied."""
+        origin, request_id = self._origin()
+        if origin is None or not isinstance(event, BrokerRegistered):
+            return
+        configs = event.topic_configs
+        if not (isinstance(configs, QueueConfigs) and configs.whole_body):
+            return
+        servers = link.filter_servers  # None: the entry's stay
+        if servers is None:
+            servers = self.routes.filter_server_table.get((event.cluster, event.broker_addr))
+        info = {
+            "servers": servers or [],
+            "digest": link.body_digest,
+            "took": link.took_topics or event.broker_name not in self.routes._pruned_brokers,
+        }
+        items: list[list[Any]] = []
+        if any(sink != origin for sink in self._sinks):
+            items.append([EVENT, ts_ms, registered_record(event), info])
+        self._early.add(id(event))
+        self._publish(items, origin, [[EVENT, ts_ms, named_body_record(event, request_id), info]])
+
+    def on_events(self, events: list[Event]) -> None:
+        """One batch of the events the tables just applied (the controller's listener); a
+        registration published before its apply (``on_decided``) is not published again."""
+        early, self._early = self._early, set()
+        origin, request_id = self._origin()
         full = any(sink != origin for sink in self._sinks)  # someone needs the columns
         items: list[list[Any]] = []
         origin_items: list[list[Any]] | None = None  # once they differ from ``items``
         for event in events:
             item: list[Any]
+            if id(event) in early:
+                continue
             if isinstance(event, BrokerRegistered):
                 ts = getattr(event, "applied_ms", NO_TIME)
                 link = self._link_of(event)

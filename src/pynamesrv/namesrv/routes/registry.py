@@ -53,6 +53,11 @@ class RouteRegistry(TopicEdits):
     """Brokers joining, refreshing and leaving (spec/state.md §3-§5), each change returning
     its events; the topic-level edits they share with admin requests are ``TopicEdits``."""
 
+    # Told of a registration decided on the live path just before the tables apply it, with
+    # its time and link (``replication.Publisher``: a worker that decoded the body applies
+    # it beside the writer's own apply, not after it).
+    on_decided: Callable[[Event, int, Link], None] | None = None
+
     # ------------------------------------------------------------------ registration
 
     def register_broker(
@@ -200,6 +205,8 @@ class RouteRegistry(TopicEdits):
             event = BrokerHeartbeat(
                 cluster, broker_name, broker_id, broker_addr, data_version.to_json()
             )
+        if self.on_decided is not None:
+            self.on_decided(event, now_ms, link)
         self.apply(event, now_ms, link)
         result.events.append(event)
         for drop in drops:
