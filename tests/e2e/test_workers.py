@@ -417,3 +417,36 @@ async def test_a_large_registration_through_a_worker_is_decoded_beside_the_write
     assert (worker["starts"], worker["rebuilds"]) == (1, 0)
     await on_worker.close()
     await on_writer.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+async def test_a_worker_on_the_writers_one_core_is_handed_it_and_answers_as_the_writer(
+    served: WorkersServed,
+) -> None:
+    """Writer and worker pinned to one CPU: the writer sees it (``shares_core``, read again
+    with each report) and hands the worker its core after every batch; writes through
+    either process are read back from the worker as from the writer. Unpinned (where there
+    is more than one CPU) it sees that too."""
+    [worker] = (await served.status())["workers"]
+    assert served.proc is not None
+    pids = (served.proc.pid, worker["pid"])
+    cpus = os.sched_getaffinity(served.proc.pid)
+    for pid in pids:
+        os.sched_setaffinity(pid, {min(cpus)})
+
+    async def shares(expected: bool) -> bool:
+        return bool((await served.status())["workers"][0]["shares_core"] is expected)
+
+    await wait_for(lambda: shares(True), "the writer seeing its worker on its core")
+    on_worker = await served.connect(on_worker=True)
+    on_writer = await served.connect(on_worker=False)
+    for counter, client in enumerate((on_worker, on_writer, on_worker), start=1):
+        request = registration(f"b{counter}", f"10.0.2.{counter}:10911", counter)
+        assert (await client.request(request)).code == ResponseCode.SUCCESS
+    assert await answers(on_worker) == await answers(on_writer)
+    if len(cpus) > 1:
+        for pid in pids:
+            os.sched_setaffinity(pid, cpus)
+        await wait_for(lambda: shares(False), "the writer seeing its worker elsewhere")
+    await on_worker.close()
+    await on_writer.close()

@@ -15,6 +15,7 @@ answers from tables that no longer follow a writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -105,6 +106,7 @@ class Worker:
         self._reader: Any = None
         self._fast_path: RouteQueryFastPath | None = None
         self._stats_task: asyncio.Task[None] | None = None
+        self._acks: socket.socket | None = None  # acknowledgements of applied batches
 
     # ------------------------------------------------------------------ the link
 
@@ -132,6 +134,14 @@ class Worker:
 
         return _Link()
 
+    def _ack(self, position: int) -> None:
+        """Tell the writer the batch is applied (it waits for it when on this core:
+        ``WorkerLink.hand_over``); never blocks: a full socket means nobody waits."""
+        if self._acks is not None:
+            # full: nobody read, so nobody waits; or the writer is gone
+            with contextlib.suppress(OSError):
+                self._acks.send(link.ack(position))
+
     def _close_link(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -150,8 +160,9 @@ class Worker:
             if self.replica is None or not self._image.done():
                 self._early.append(payload)
                 return
-            self.replica.apply_batch(batch)
+            position = self.replica.apply_batch(batch)
             self.lag.observe(max(time.monotonic_ns() - published_ns, 0) / 1e9)
+            self._ack(position)
         elif kind == link.REPLY:
             head, frame = link.split_framed(payload)
             if self.replica is not None:  # its batches are applied: a decoded body is done
@@ -392,11 +403,15 @@ class Worker:
 assert len(LATENCY_BUCKETS_S) > 0  # the lag histogram shares the request buckets
 
 
-async def serve_worker(fd: int) -> None:
-    """The worker process's life: its end of the writer's socketpair is ``fd``."""
+async def serve_worker(fd: int, acks_fd: int | None = None) -> None:
+    """The worker process's life: its end of the writer's socketpair is ``fd``, of the one
+    for acknowledgements ``acks_fd``."""
     sock = socket.socket(fileno=fd)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # the writer stops its workers (the link)
         loop.add_signal_handler(sig, lambda: None)
     worker = Worker()
+    if acks_fd is not None:
+        worker._acks = socket.socket(fileno=acks_fd)
+        worker._acks.setblocking(False)
     await worker.run(sock)

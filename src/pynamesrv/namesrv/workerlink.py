@@ -99,6 +99,18 @@ def split_framed_view(payload: bytes) -> tuple[dict[str, Any], memoryview]:
     return orjson.loads(payload[:end]), memoryview(payload)[end + 1 :]
 
 
+def ack(position: int) -> bytes:
+    """A worker's acknowledgement that it applied the batch at ``position`` (on a socket of
+    their own, which the writer reads only while it waits: ``WorkerLink.hand_over``)."""
+    return _NS.pack(position)
+
+
+def ack_positions(data: bytes) -> list[int]:
+    """The positions in acknowledgements read at once (whole ones: 8 bytes each, written
+    one at a time)."""
+    return [position for (position,) in _NS.iter_unpack(data[: len(data) - len(data) % 8])]
+
+
 def batch_message(published_ns: int, batch: bytes) -> list[bytes]:
     return parts_message(BATCH, (_NS.pack(published_ns), batch))
 
