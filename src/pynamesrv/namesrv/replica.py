@@ -191,7 +191,7 @@ class Replica:
     def _apply_item(self, item: list[Any], applied: list[Event]) -> None:
         kind = item[0]
         if kind == EVENT:
-            _, ts, record, link = item
+            _, ts, record, servers = item
             event_type = REPLAYED_EVENTS.get(record.get("type"))
             if event_type is None:
                 raise RecordError(f"not a route event: {record.get('type')!r}")
@@ -216,17 +216,9 @@ class Replica:
                 )
             else:
                 event = event_type.from_record(record)
-            if link is not None:  # a registration: its link as the writer's entry has it
+            if servers is not None:  # a registration: its filter servers as the writer has them
                 self.routes.apply(
-                    event,
-                    ts,
-                    Link(
-                        REPLICATED,
-                        body_digest=link["digest"],
-                        filter_servers=link["servers"],
-                        took_topics=link["took"],
-                        staged=staged,
-                    ),
+                    event, ts, Link(REPLICATED, filter_servers=servers, staged=staged)
                 )
             else:
                 self.routes.apply(event, ts)
@@ -243,6 +235,13 @@ class Replica:
             _, values, file_properties = item
             self._set_config(values, file_properties)
             self.registry.data_version += 1
+
+    def decodes_beside(self, cluster: str, broker_addr: str) -> bool:
+        """Whether a worker decodes a large registration it forwards (``PreparedBody``): the
+        broker's first (not live here), where the writer takes the whole body. A live broker
+        re-sends the body it sent before (the writer skips decoding it) or changes a few of
+        its topics (the writer's batch carries those): decoding it too would be waste."""
+        return (cluster, broker_addr) not in self.routes.broker_live_table
 
     def _prepared(self, request_id: int) -> tuple[PreparedBody, Columns]:
         prepared = self.prepared.pop(request_id, None)
@@ -309,12 +308,11 @@ class Replica:
             )
         for cluster, members in image["clusters"]:
             routes.cluster_addr_table[cluster] = dict.fromkeys(members)
-        for cluster, addr, name, broker_id, last, timeout, ha, version, digest in image["live"]:
+        for cluster, addr, name, broker_id, last, timeout, ha, version in image["live"]:
             key = (cluster, addr)
-            live = routes.broker_live_table[key] = BrokerLiveInfo(
+            routes.broker_live_table[key] = BrokerLiveInfo(
                 last, timeout, data_version_of(version), REPLICATED, ha, name, broker_id
             )
-            live.body_digest = digest
             routes._live_by_channel.setdefault(REPLICATED, set()).add(key)
         for cluster, addr, servers in image["filters"]:
             routes.filter_server_table[(cluster, addr)] = servers
@@ -322,7 +320,6 @@ class Replica:
         make = routes.queue_data
         for topic, queues in image["topics"].items():
             table[topic] = {q[0]: make(*q) for q in queues}
-        routes._pruned_brokers.update(image["pruned"])
         for name, topics in image["by_broker"].items():
             routes._topics_by_broker[name] = set(topics)
         for topic, per_group in image["mappings"].items():

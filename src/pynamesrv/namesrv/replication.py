@@ -7,17 +7,14 @@ order through the same ``RouteChanges.apply``. Sans-IO: a batch and an image are
 carries them (``namesrv.workers``) is not this module's business.
 
 What the stream carries beyond the journal's events, because answers read it:
-- what a registration's ``Link`` held that the event does not, as the writer's entry for
-  the broker is after the batch: its filter servers (answers read them), and its body's
-  digest and whether its topics were taken (``needs_body`` reads them: a worker decodes a
-  large body it forwards only where the writer will);
+- a registration's filter servers (they travel in ``Link``, not in the event): the writer's
+  entry for the broker after the batch;
 - a KV change's namespace, whole (``KvChanged`` names the key, not the value);
 - the config, whole, whenever its data version moved (an update that sets a value equal to
   the old one changes what GET_NAMESRV_CONFIG lists, and has no event).
 
 A batch is ``[position, items]``, one per ``on_events`` call (or config change), position
-counting from the image's; an item is ``["e", ts, record, link]`` (``link``: a
-registration's ``{"servers", "digest", "took"}``, else None), ``["kv",
+counting from the image's; an item is ``["e", ts, record, filter_servers]``, ``["kv",
 namespace, entries]`` or ``["cfg", values, file_properties]``; a registration's record holds
 its topics as columns (``registered_record``). The image is the tables in
 their exact order (the journal's snapshot is not: it lists groups, not the order clusters
@@ -96,7 +93,6 @@ def routes_image(routes: RouteInfoManager) -> dict[str, Any]:
             e.timeout_ms,
             e.ha_server_addr,
             e.data_version.to_json(),
-            e.body_digest,
         ]
         for (cluster, addr), e in routes.broker_live_table.items()
     ]
@@ -122,7 +118,6 @@ def routes_image(routes: RouteInfoManager) -> dict[str, Any]:
         "by_broker": by_broker,
         "mappings": mappings,
         "support_acting_master": routes.support_acting_master,
-        "pruned": sorted(routes._pruned_brokers),
     }
 
 
@@ -210,19 +205,16 @@ class Publisher:
         configs = event.topic_configs
         if not (isinstance(configs, QueueConfigs) and configs.whole_body):
             return
-        servers = link.filter_servers  # None: the entry's stay
+        servers = link.filter_servers  # None: the entry's stay (as ``on_events`` reads it)
         if servers is None:
             servers = self.routes.filter_server_table.get((event.cluster, event.broker_addr))
-        info = {
-            "servers": servers or [],
-            "digest": link.body_digest,
-            "took": link.took_topics or event.broker_name not in self.routes._pruned_brokers,
-        }
+        servers = servers or []
         items: list[list[Any]] = []
         if any(sink != origin for sink in self._sinks):
-            items.append([EVENT, ts_ms, registered_record(event), info])
+            items.append([EVENT, ts_ms, registered_record(event), servers])
         self._early.add(id(event))
-        self._publish(items, origin, [[EVENT, ts_ms, named_body_record(event, request_id), info]])
+        named = [EVENT, ts_ms, named_body_record(event, request_id), servers]
+        self._publish(items, origin, [named])
 
     def on_events(self, events: list[Event]) -> None:
         """One batch of the events the tables just applied (the controller's listener); a
@@ -232,21 +224,22 @@ class Publisher:
         full = any(sink != origin for sink in self._sinks)  # someone needs the columns
         items: list[list[Any]] = []
         origin_items: list[list[Any]] | None = None  # once they differ from ``items``
+        filters = self.routes.filter_server_table
         for event in events:
             item: list[Any]
             if id(event) in early:
                 continue
             if isinstance(event, BrokerRegistered):
                 ts = getattr(event, "applied_ms", NO_TIME)
-                link = self._link_of(event)
+                servers = filters.get((event.cluster, event.broker_addr)) or []
                 configs = event.topic_configs
                 if origin is not None and isinstance(configs, QueueConfigs) and configs.whole_body:
                     origin_items = list(items) if origin_items is None else origin_items
-                    origin_items.append([EVENT, ts, named_body_record(event, request_id), link])
+                    origin_items.append([EVENT, ts, named_body_record(event, request_id), servers])
                     if full:
-                        items.append([EVENT, ts, registered_record(event), link])
+                        items.append([EVENT, ts, registered_record(event), servers])
                     continue
-                item = [EVENT, ts, registered_record(event), link]
+                item = [EVENT, ts, registered_record(event), servers]
             elif type(event) in _ROUTE_EVENTS:
                 item = [EVENT, getattr(event, "applied_ms", NO_TIME), event.to_record(), None]
             elif isinstance(event, KvChanged):
@@ -262,17 +255,6 @@ class Publisher:
                 origin_items.append(items[-1])
         if items or origin_items:
             self._publish(items, origin, origin_items)
-
-    def _link_of(self, event: BrokerRegistered) -> dict[str, Any]:
-        """What a replica's ``Link`` for this registration holds (see the module doc)."""
-        routes = self.routes
-        key = (event.cluster, event.broker_addr)
-        live = routes.broker_live_table.get(key)
-        return {
-            "servers": routes.filter_server_table.get(key) or [],
-            "digest": live.body_digest if live is not None else None,
-            "took": event.broker_name not in routes._pruned_brokers,
-        }
 
     def settle(self) -> None:
         """Publish the config if a write changed it without an event (same values)."""

@@ -319,8 +319,7 @@ class Worker:
 
     def _prepare(self, request: RemotingCommand, request_id: int) -> PreparedBody | None:
         """A large registration's body to decode here while the writer decodes and decides it
-        (``replica.PreparedBody``), where the writer will decode it: not a broker re-sending
-        the body it sent last time (the replica holds the digests the writer does)."""
+        (``replica.PreparedBody``): a broker's first (``Replica.decodes_beside``)."""
         replica, reader = self.replica, self._reader
         if request.code != RequestCode.REGISTER_BROKER or replica is None or reader is None:
             return None
@@ -330,7 +329,7 @@ class Worker:
             fields = reader.registration(request)
         except RequestError:
             return None  # the writer refuses it
-        if not replica.routes.needs_body(**fields):
+        if not replica.decodes_beside(fields["cluster"], fields["broker_addr"]):
             return None
         prepared = replica.prepared[request_id] = PreparedBody(
             registration_body_steps(request, reader.max_inflated), fields["broker_name"]
