@@ -393,9 +393,8 @@ async def test_a_large_registration_through_a_worker_is_decoded_beside_the_write
 ) -> None:
     """Large registrations (JSON and compressed, past the size a worker decodes itself while
     the writer decides), then a heartbeat re-sending a body (decoded by the writer alone):
-    the worker's replica answers
-    as the writer, and its stream never broke (a batch naming a body it had not decoded
-    would close the link and restart it)."""
+    the worker's replica answers as the writer, and its stream never broke (a batch naming
+    a body it had not decoded would close the link and restart it)."""
     on_worker = await served.connect(on_worker=True)
     on_writer = await served.connect(on_worker=False)
     for counter, name in ((1, "big-json"), (2, "big-zip")):  # an even counter: compressed
