@@ -10,10 +10,12 @@ request a worker forwards is handled as if it had come on the writer's own port,
 as the worker saw them); its reply is queued behind the batches of what it changed.
 
 A batch is sent at once, not at the end of the loop's turn (where the transport would
-flush it after answering every request that turn read), and the writer then yields its
-core once a turn: a worker that shares it (or waits for it) applies the batch now rather
-than when the kernel ends the writer's time slice, milliseconds later. Under the query
-load on one core that slice was the apply lag's p99 (2.5-5 ms).
+flush it after answering every request that turn read). A worker pinned to the writer's
+one CPU is then handed the core: the writer waits (at most ``HAND_OVER_MAX_S``) for its
+acknowledgement, and the kernel runs the worker meanwhile, so it applies the batch now
+rather than when the scheduler ends the writer's time slice, milliseconds later (a
+``sched_yield`` is no promise: under the query load on one core only a third of batches
+were applied within 1 ms). Elsewhere the writer yields its core once a turn.
 
 A worker that does not read (stuck, or slower than the stream) cannot hold the writer: its
 link's buffer is bounded (``serverWorkerMaxBacklogBytes``); past it, batches for it stop, one line
