@@ -247,6 +247,12 @@ class WorkerLink(asyncio.Protocol):
             self._acked = max(self._acked, *link.ack_positions(data))
         return self._acked
 
+    @property
+    def applies_now(self) -> bool:
+        """Whether the worker applies each batch as it comes (and says so): serving, its
+        stream not stopped for falling behind."""
+        return self.acks is not None and self.figures.ready and not self._behind
+
     def check_core(self) -> None:
         """Whether the worker runs on the writer's one CPU (both pinned to it: taskset,
         cpusets); read again with every report, as affinity can change."""
@@ -297,7 +303,7 @@ class WorkerPool:
         until it has applied the batch (``hand_over``); otherwise the writer yields its core,
         once a turn of the loop (with no other task waiting on the core the call returns at
         once)."""
-        sharing = [w for w in self.links if w.shares_core and w.acks is not None]
+        sharing = [w for w in self.links if w.shares_core and w.applies_now]
         if sharing:
             for worker in sharing:
                 worker.hand_over(self.publisher.position)
