@@ -448,6 +448,18 @@ class Collected:
         self.probed.append(self.probe())
 
 
+async def forwarded(
+    controller: NamesrvController, request: RemotingCommand, worker: Collected, request_id: int
+) -> None:
+    """``request`` handled as the writer handles one a worker forwarded as ``request_id``
+    after decoding its body (``WorkerPool`` sets ``FORWARDED`` so)."""
+    token = FORWARDED.set((worker, request_id))
+    try:
+        await answer(controller.processor, request, Channel(0))
+    finally:
+        FORWARDED.reset(token)
+
+
 def large_registration_request(compressed: bool) -> RemotingCommand:
     """A registration large enough for a worker to decode beside the writer: topics of a few
     distinct values, and one name no client can use (left out by both)."""
@@ -499,14 +511,7 @@ def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_t
             origin.apply_batch(to_origin.batches.pop())
             other.apply_batch(to_other.batches.pop())
 
-        async def forwarded() -> None:
-            token = FORWARDED.set((to_origin, 7))
-            try:
-                await answer(controller.processor, request, Channel(0))
-            finally:
-                FORWARDED.reset(token)
-
-        asyncio.run(forwarded())
+        asyncio.run(forwarded(controller, request, to_origin, 7))
         (named,), (carried,) = to_origin.batches, to_other.batches
         # published as the writer was about to apply it: the worker applies it meanwhile
         assert to_origin.probed[-1] is False
@@ -550,14 +555,7 @@ def test_a_batch_naming_a_body_the_worker_did_not_decode_breaks_its_link() -> No
         batches = Collected()
         publisher.subscribe(batches)
 
-        async def forwarded() -> None:
-            token = FORWARDED.set((batches, 9))
-            try:
-                await answer(controller.processor, request, Channel(0))
-            finally:
-                FORWARDED.reset(token)
-
-        asyncio.run(forwarded())
+        asyncio.run(forwarded(controller, request, batches, 9))
         with pytest.raises(ReplicaGap, match="body 9"):
             replica.apply_batch(batches.batches[-1])
         controller._writer.shutdown(wait=True)
