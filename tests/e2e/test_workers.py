@@ -386,3 +386,67 @@ async def test_a_brokers_connection_on_a_worker_is_shed_last(tmp_path: Path) -> 
             await client.close()
     finally:
         served.kill()
+
+
+async def test_a_large_registration_through_a_worker_is_decoded_beside_the_writer(
+    served: WorkersServed,
+) -> None:
+    """Large registrations (JSON and compressed, past the size a worker decodes itself while
+    the writer decides), then a heartbeat re-sending a body (decoded by the writer alone):
+    the worker's replica answers as the writer, and its stream never broke (a batch naming
+    a body it had not decoded would close the link and restart it)."""
+    on_worker = await served.connect(on_worker=True)
+    on_writer = await served.connect(on_worker=False)
+    for counter, name in ((1, "big-json"), (2, "big-zip")):  # an even counter: compressed
+        topics = [TopicConfig(f"{name}-{i:05d}", 8, 8, (6, 4)[i % 2]) for i in range(4_000)]
+        request = requests.register_broker(
+            cluster="C", broker_name=name, broker_addr=f"10.0.1.{counter}:10911", broker_id=0,
+            ha_server_addr=None, compressed=counter % 2 == 0, version=int(Version.V5_2_0),
+            body=RegisterBrokerBody(DataVersion(1_700_000_000_000, counter), topics, None),
+        )  # fmt: skip
+        assert len(request.body) >= 4 * 1024
+        for _ in range(2):  # the second: a heartbeat with the same body
+            assert (await on_worker.request(request)).code == ResponseCode.SUCCESS
+        for topic in (f"{name}-00000", f"{name}-03999"):
+            read = requests.get_routeinfo_by_topic(topic)
+            got, expected = await on_worker.request(read), await on_writer.request(read)
+            assert got.code == ResponseCode.SUCCESS and got.body == expected.body
+    listing = requests.get_all_topic_list_from_nameserver()
+    assert (await on_worker.request(listing)).body == (await on_writer.request(listing)).body
+    [worker] = (await served.status())["workers"]
+    assert (worker["starts"], worker["rebuilds"]) == (1, 0)
+    await on_worker.close()
+    await on_writer.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+async def test_a_worker_on_the_writers_one_core_is_handed_it_and_answers_as_the_writer(
+    served: WorkersServed,
+) -> None:
+    """Writer and worker pinned to one CPU: the writer sees it (``shares_core``, read again
+    with each report) and hands the worker its core after every batch; writes through
+    either process are read back from the worker as from the writer. Unpinned (where there
+    is more than one CPU) it sees that too."""
+    [worker] = (await served.status())["workers"]
+    assert served.proc is not None
+    pids = (served.proc.pid, worker["pid"])
+    cpus = os.sched_getaffinity(served.proc.pid)
+    for pid in pids:
+        os.sched_setaffinity(pid, {min(cpus)})
+
+    async def shares(expected: bool) -> bool:
+        return bool((await served.status())["workers"][0]["shares_core"] is expected)
+
+    await wait_for(lambda: shares(True), "the writer seeing its worker on its core")
+    on_worker = await served.connect(on_worker=True)
+    on_writer = await served.connect(on_worker=False)
+    for counter, client in enumerate((on_worker, on_writer, on_worker), start=1):
+        request = registration(f"b{counter}", f"10.0.2.{counter}:10911", counter)
+        assert (await client.request(request)).code == ResponseCode.SUCCESS
+    assert await answers(on_worker) == await answers(on_writer)
+    if len(cpus) > 1:
+        for pid in pids:
+            os.sched_setaffinity(pid, cpus)
+        await wait_for(lambda: shares(False), "the writer seeing its worker elsewhere")
+    await on_worker.close()
+    await on_writer.close()

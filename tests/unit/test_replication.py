@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,9 @@ from pynamesrv.namesrv.model import (
     TopicConfig,
     TopicQueueMappingInfo,
 )
-from pynamesrv.namesrv.replica import Replica, ReplicaGap
-from pynamesrv.namesrv.replication import Publisher
+from pynamesrv.namesrv.processor import registration_body_steps
+from pynamesrv.namesrv.replica import PreparedBody, Replica, ReplicaGap
+from pynamesrv.namesrv.replication import FORWARDED, Publisher
 from pynamesrv.namesrv.stats import NamesrvStats
 from pynamesrv.remoting.codec import encode
 from pynamesrv.remoting.codes import Version
@@ -431,3 +432,131 @@ def test_a_replica_applies_a_large_batch_without_collecting_and_freezes_what_it_
     finally:
         gc.callbacks.remove(count)
         replica.heap.release()
+
+
+class Collected:
+    """A sink: every batch it is handed, in order (equal only to itself, as a worker's), and
+    what ``probe`` read as each arrived."""
+
+    def __init__(self, probe: Callable[[], object] = lambda: None) -> None:
+        self.batches: list[bytes] = []
+        self.probed: list[object] = []
+        self.probe = probe
+
+    def __call__(self, position: int, data: bytes) -> None:
+        self.batches.append(data)
+        self.probed.append(self.probe())
+
+
+async def forwarded(
+    controller: NamesrvController, request: RemotingCommand, worker: Collected, request_id: int
+) -> None:
+    """``request`` handled as the writer handles one a worker forwarded as ``request_id``
+    after decoding its body (``WorkerPool`` sets ``FORWARDED`` so)."""
+    token = FORWARDED.set((worker, request_id))
+    try:
+        await answer(controller.processor, request, Channel(0))
+    finally:
+        FORWARDED.reset(token)
+
+
+def large_registration_request(compressed: bool) -> RemotingCommand:
+    """A registration large enough for a worker to decode beside the writer: topics of a few
+    distinct values, and one name no client can use (left out by both)."""
+    topics = [TopicConfig(f"Big-{i:05d}", 8, 8, (6, 4)[i % 2]) for i in range(3_000)]
+    topics.append(TopicConfig("L" * 200))
+    return requests.register_broker(
+        cluster="C1", broker_name="g1", broker_addr=addr("g1", 0), broker_id=0,
+        ha_server_addr=None, body=RegisterBrokerBody(DataVersion(T0, 1), topics, None),
+        compressed=compressed, version=V5,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("compressed", "overlap"),
+    [(False, False), (True, False), (False, True)],
+    ids=["json", "compressed", "a-topic-added-meanwhile"],
+)
+def test_the_worker_that_decoded_a_forwarded_body_gets_its_name_and_answers_as_the_writer(
+    compressed: bool, overlap: bool
+) -> None:
+    """A large registration forwarded by a worker that decodes its body too: that worker's
+    batch names the body instead of carrying its topics, every other worker's carries them,
+    and both replicas answer every read as the writer, also when another group registered
+    one of its topics after the worker built the table entries ahead (they are not merged
+    whole then). The batches are published before the writer applies the registration (its
+    worker applies it meanwhile). The broker's next registration is decoded by no worker."""
+    request = large_registration_request(compressed)
+    with writer_config() as config:
+        controller, publisher, _ = publishing_writer(config)
+        origin, other = Replica(), Replica()
+        table = controller.routes.topic_queue_table
+        to_origin, to_other = Collected(lambda: "Big-02999" in table), Collected()
+        for replica, batches in ((origin, to_origin), (other, to_other)):
+            replica.install(publisher.image())
+            publisher.subscribe(batches)
+        reader = origin.reader(NamesrvStats())
+        origin.prepared[7] = prepared = PreparedBody(
+            registration_body_steps(request, reader.max_inflated), "g1"
+        )
+        while not prepared.step():  # as the worker does while the writer decides
+            pass
+        if overlap:  # a batch every replica applies before the one naming the body
+            other_group = requests.register_broker(
+                cluster="C1", broker_name="g2", broker_addr=addr("g2", 0), broker_id=0,
+                ha_server_addr=None,
+                body=RegisterBrokerBody(DataVersion(T0, 1), [TopicConfig("Big-00001")], None),
+            )  # fmt: skip
+            asyncio.run(answer(controller.processor, other_group, Channel(1)))
+            origin.apply_batch(to_origin.batches.pop())
+            other.apply_batch(to_other.batches.pop())
+
+        asyncio.run(forwarded(controller, request, to_origin, 7))
+        (named,), (carried,) = to_origin.batches, to_other.batches
+        # published as the writer was about to apply it: the worker applies it meanwhile
+        assert to_origin.probed[-1] is False
+        assert b'"body":7' in named and b"Big-02999" not in named
+        assert b"Big-02999" in carried
+        origin.apply_batch(named)
+        other.apply_batch(carried)
+        assert origin.prepared == {}
+
+        async def compare() -> None:
+            reads = [
+                *(requests.get_routeinfo_by_topic(t) for t in ("Big-00000", "Big-02999")),
+                requests.get_routeinfo_by_topic("Big-00001", version=OLD),
+                requests.get_all_topic_list_from_nameserver(),
+                requests.get_broker_cluster_info(),
+            ]
+            for read in reads:
+                expected = await answer(controller.processor, read, Channel(0))
+                for replica in (origin, other):
+                    got = await answer(replica.reader(NamesrvStats()), read, Channel(0))
+                    assert got == expected, (read.code, read.ext_fields)
+
+        asyncio.run(compare())
+        late = Replica()
+        late.install(publisher.image())
+        assert Replica().decodes_beside("C1", addr("g1", 0))  # a first registration
+        for replica in (origin, other, late):  # the broker's next: no worker decodes it
+            assert not replica.decodes_beside("C1", addr("g1", 0))
+        controller._writer.shutdown(wait=True)
+        controller.heap.release()
+
+
+def test_a_batch_naming_a_body_the_worker_did_not_decode_breaks_its_link() -> None:
+    """Were the writer to name a body the worker has not decoded (not the same code), the
+    worker must not apply a registration without its topics: it is rebuilt from an image."""
+    request = large_registration_request(False)
+    with writer_config() as config:
+        controller, publisher, _ = publishing_writer(config)
+        replica = Replica()
+        replica.install(publisher.image())
+        batches = Collected()
+        publisher.subscribe(batches)
+
+        asyncio.run(forwarded(controller, request, batches, 9))
+        with pytest.raises(ReplicaGap, match="body 9"):
+            replica.apply_batch(batches.batches[-1])
+        controller._writer.shutdown(wait=True)
+        controller.heap.release()

@@ -3,11 +3,16 @@ whole however the stream is cut."""
 
 from __future__ import annotations
 
+import socket
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 from pynamesrv.namesrv import requests
 from pynamesrv.namesrv import workerlink as link
 from pynamesrv.namesrv.model import DataVersion, RegisterBrokerBody, TopicConfig
+from pynamesrv.namesrv.workers import WorkerLink
 from pynamesrv.remoting.codec import decode_frame_payload, encode_head
 
 
@@ -54,3 +59,48 @@ def test_messages_written_as_parts_are_read_back_whole_however_the_stream_is_cut
 def test_a_length_no_message_has_breaks_the_link() -> None:
     with pytest.raises(link.LinkError):
         link.LinkDecoder().feed(b"\x00\x00\x00\x00\x03")
+
+
+def test_a_large_forwarded_body_travels_as_a_message_of_its_own() -> None:
+    """A forwarded request's large body is the whole payload of a BODY message after the
+    REQUEST (read back as the bytes the writer decodes, not copied out of a larger one); a
+    small one stays in the REQUEST's frame."""
+    request = requests.get_routeinfo_by_topic("T")
+    small, large = b"s" * 10, b"L" * link.SEPARATE_BODY_MIN
+    decoder = link.LinkDecoder()
+    messages = decoder.feed(
+        b"".join(
+            link.request_parts({"id": 1}, encode_head(request), small)
+            + link.request_parts({"id": 2}, encode_head(request), large)
+        )
+    )
+    assert [kind for kind, _ in messages] == [link.REQUEST, link.REQUEST, link.BODY]
+    first, frame = link.split_framed_view(messages[0][1])
+    assert "body" not in first and bytes(frame).endswith(small)
+    second, frame = link.split_framed_view(messages[1][1])
+    assert second == {"id": 2, "body": True} and not bytes(frame).endswith(b"L")
+    assert messages[2][1] == large
+
+
+def test_acknowledgements_read_back_whole_and_in_order() -> None:
+    data = b"".join(link.ack(position) for position in (3, 4, 70_000))
+    assert link.ack_positions(data) == [3, 4, 70_000]
+    assert link.ack_positions(data[:-3]) == [3, 4]  # a torn last one is not a position
+
+
+def test_hand_over_returns_once_the_worker_acknowledged_the_batch() -> None:
+    """The writer waits for the worker on its core until it acknowledged the position (or
+    the bound passes, or the worker is gone): never on a worker that will not answer."""
+    pool: Any = SimpleNamespace()
+    worker = WorkerLink(pool, 1)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    worker.acks = ours
+    theirs.sendall(link.ack(4) + link.ack(5))
+    worker.hand_over(5)
+    assert worker._acked == 5
+    worker.hand_over(6)  # nothing comes: back after the bound
+    assert worker._acked == 5 and worker.acks is ours
+    theirs.close()
+    worker.hand_over(6)  # the worker is gone: its socket is closed, nothing waits on it
+    assert worker.acks is None

@@ -210,7 +210,6 @@ class NamesrvController:
             write_file=self._write_file,
             stats=self.stats,
             clock_ms=clock_ms,
-            max_inflated=4 * self.config.frame_max_length,
             access=self.access,
             heap=self.heap,
         )

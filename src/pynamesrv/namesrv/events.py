@@ -149,15 +149,22 @@ class QueueConfigs(Mapping[str, dict[str, int]]):
     topics, the distinct values and each topic's index into them. That is how a
     registration travels to the workers: 100,000 topics with a handful of distinct values
     are a list of names and a list of small numbers, not 100,000 five-member rows to encode,
-    decode and take apart again."""
+    decode and take apart again.
 
-    __slots__ = ("_as_dict", "_columns", "_perm_mask", "_rows")
+    ``whole_body``: the rows are every routed row of the registration's body, in its order
+    (the registry took them all). A worker that decoded the body it forwarded holds them
+    already, so the stream names that body instead of carrying them (``replication``)."""
 
-    def __init__(self, rows: list[RoutedTopic], perm_mask: int = -1) -> None:
+    __slots__ = ("_as_dict", "_columns", "_perm_mask", "_rows", "whole_body")
+
+    def __init__(
+        self, rows: list[RoutedTopic], perm_mask: int = -1, *, whole_body: bool = False
+    ) -> None:
         self._rows: list[RoutedTopic] | None = rows
         self._columns: Columns | None = None
         self._perm_mask = perm_mask
         self._as_dict: dict[str, dict[str, int]] | None = None
+        self.whole_body = whole_body
 
     @classmethod
     def from_columns(

@@ -116,6 +116,28 @@ def _bool(request: RemotingCommand, name: str) -> bool:
     return text is not None and text.lower() == "true"
 
 
+def registration_body_steps(
+    request: RemotingCommand, max_inflated: int
+) -> Generator[None, None, RegisterBrokerBody]:
+    """A REGISTER_BROKER body decoded as ``register_broker`` decodes it (a step at a time;
+    ``BodyError``), before the topics no client can use are left out. A worker decodes a
+    body it forwards with it too, while the writer decides (``replica.PreparedBody``): both
+    must come to the same rows."""
+    return RegisterBrokerBody.decode_steps(
+        request.body,
+        compressed=_bool(request, "compressed"),
+        version=request.version,
+        max_inflated=max_inflated,
+    )
+
+
+def large_registration(request: RemotingCommand) -> bool:
+    """Whether a registration's body is large enough to decode with care (heap bursts; a
+    worker decodes it beside the writer)."""
+    large_min = LARGE_COMPRESSED_BODY_MIN if _bool(request, "compressed") else LARGE_BODY_MIN
+    return len(request.body) >= large_min
+
+
 # The header fields of a registration that the registry keeps and journals with every line
 # of the broker (a compact heartbeat holds cluster and address): bounded, so that no
 # registrant can make each of its heartbeats megabytes. RocketMQ's own names are far shorter
@@ -191,7 +213,7 @@ class DefaultRequestProcessor:
         write_file: Callable[[Path, FileData], Awaitable[None]],
         stats: NamesrvStats,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-        max_inflated: int = 4 * 16 * 1024 * 1024,
+        max_inflated: int | None = None,
         access: AccessControl | None = None,
         heap: HeapKeeper | None = None,
     ) -> None:
@@ -206,7 +228,11 @@ class DefaultRequestProcessor:
         self.clock_ms = clock_ms
         self.started_ms = clock_ms()
         self.stats = stats
-        self.max_inflated = max_inflated
+        # A compressed body may inflate to four frames (a worker decoding a body it forwards
+        # reads the same config: the limit must be the writer's).
+        self.max_inflated = (
+            max_inflated if max_inflated is not None else 4 * registry.config.frame_max_length
+        )
         # Persisted changes (KV and config) one at a time, in arrival order: each is planned
         # from the state the previous one left, written, then applied.
         self._write_lock = asyncio.Lock()
@@ -401,7 +427,9 @@ class DefaultRequestProcessor:
 
     # ------------------------------------------------------------------ brokers
 
-    def register_broker(self, request: RemotingCommand, channel: object) -> Answer:
+    def registration(self, request: RemotingCommand) -> dict[str, Any]:
+        """A REGISTER_BROKER request's checked header: what ``RouteInfoManager.needs_body``
+        reads (``RequestError`` when the body's checksum or a field is wrong)."""
         body = request.body
         crc = _long(request, "bodyCrc32") or 0
         full_crc = request.body_crc if request.body_crc is not None else zlib.crc32(body)
@@ -413,7 +441,7 @@ class DefaultRequestProcessor:
         enable_acting = request.field("enableActingMaster")
         for name in _REGISTRATION_NAMES:
             _bounded_name(request, name)
-        registration = {
+        return {
             "cluster": _required(request.field("clusterName"), "clusterName"),
             "broker_addr": _required(request.field("brokerAddr"), "brokerAddr"),
             "broker_name": _required(request.field("brokerName"), "brokerName"),
@@ -427,22 +455,19 @@ class DefaultRequestProcessor:
             ),
             "delete_missing_topics": self.registry.config.delete_topic_with_broker_registration,
         }
+
+    def register_broker(self, request: RemotingCommand, channel: object) -> Answer:
+        registration = self.registration(request)
+        compressed = _bool(request, "compressed")
         details = {
             "ha_server_addr": request.field("haServerAddr"),
             "channel": channel,
             "heartbeat_timeout_ms": _long(request, "heartbeatTimeoutMillis"),
             "zone_name": request.field("__ZONE_NAME"),
         }
-        decode = partial(
-            RegisterBrokerBody.decode_steps,
-            body,
-            compressed=compressed,
-            version=request.version,
-            max_inflated=self.max_inflated,
-        )
-        large_min = LARGE_COMPRESSED_BODY_MIN if compressed else LARGE_BODY_MIN
-        large = len(body) >= large_min and self.routes.needs_body(**registration)
-        if compressed and len(body) >= STEPWISE_BODY_MIN and large:
+        decode = partial(registration_body_steps, request, self.max_inflated)
+        large = large_registration(request) and self.routes.needs_body(**registration)
+        if compressed and len(request.body) >= STEPWISE_BODY_MIN and large:
             return self._register_stepwise(request, decode(), registration | details)
 
         def load_body() -> RegisterBrokerBody:

@@ -13,7 +13,7 @@ on the worker's loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from sys import intern
 from typing import Any, Final
@@ -24,6 +24,7 @@ from pynamesrv.namesrv.acl import AccessControl
 from pynamesrv.namesrv.config import ConfigRegistry, NamesrvConfig
 from pynamesrv.namesrv.events import (
     BrokerRegistered,
+    Columns,
     Event,
     QueueConfigs,
     RecordError,
@@ -31,14 +32,21 @@ from pynamesrv.namesrv.events import (
 )
 from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.kvconfig import KvChange, KvConfigManager
-from pynamesrv.namesrv.model import BrokerData, BrokerLiveInfo, TopicQueueMappingInfo
+from pynamesrv.namesrv.model import (
+    BodyError,
+    BrokerData,
+    BrokerLiveInfo,
+    QueueData,
+    RegisterBrokerBody,
+    TopicQueueMappingInfo,
+)
 from pynamesrv.namesrv.processor import DefaultRequestProcessor
 from pynamesrv.namesrv.replication import CONFIG, EVENT, KV
 from pynamesrv.namesrv.routes import RouteInfoManager
-from pynamesrv.namesrv.routes.changes import Link
+from pynamesrv.namesrv.routes.changes import Link, StagedTopics
 from pynamesrv.namesrv.routes.replay import REPLAYED_EVENTS
 from pynamesrv.namesrv.settings import setting
-from pynamesrv.namesrv.stats import NamesrvStats
+from pynamesrv.namesrv.stats import MAX_TOPIC_LENGTH, NamesrvStats
 from pynamesrv.remoting.codes import Version
 
 # Batches at least this large (a registration of some 400 topics) collect the young
@@ -72,6 +80,73 @@ class ReplicaGap(RuntimeError):
     """A batch is not the next one: the replica must be rebuilt from an image."""
 
 
+class PreparedBody:
+    """The topics of a large registration this worker forwards, decoded here while the writer
+    decodes and decides the same bytes (``replication``, "decoded twice at once"): the
+    writer's batch then names the body instead of carrying its rows.
+
+    Decoded as the writer decodes (``processor.registration_body_steps``, the same long
+    names left out), a step at a time between turns of the loop (``step``); then, in a step
+    of its own, the table entries of a first registration are built as the writer's decision
+    stages them (``StagedTopics``), so that the apply after the writer's decision merges them
+    whole. The batch that needs it finishes what is left at once (``columns``). A body that
+    does not decode has no columns: the writer refuses it too, and no batch names it."""
+
+    def __init__(self, steps: Generator[None, None, RegisterBrokerBody], broker_name: str) -> None:
+        self._steps: Generator[None, None, RegisterBrokerBody] | None = steps
+        self._broker_name = broker_name
+        self._columns: Columns | None = None
+        self._fresh: dict[str, dict[str, QueueData]] | None = None
+
+    def step(self) -> bool:
+        """One bounded piece of the work; whether it is done."""
+        if self._steps is not None:
+            self._decode_step()
+            return self._columns is None and self._steps is None  # undecodable: done
+        if self._columns is not None and self._fresh is None:
+            self._fresh = self._stage(self._columns)
+        return True
+
+    def _decode_step(self) -> None:
+        assert self._steps is not None
+        try:
+            next(self._steps)
+            return
+        except StopIteration as done:
+            body: RegisterBrokerBody = done.value
+            body.drop_long_topics(MAX_TOPIC_LENGTH)
+            topics, values, index = QueueConfigs(body.routed).columns()
+            # interned as the apply's rows are (the table's keys and the group's set share them)
+            self._columns = (list(map(intern, topics)), values, index)
+        except BodyError:
+            pass
+        self._steps = None
+
+    def _stage(self, columns: Columns) -> dict[str, dict[str, QueueData]]:
+        """Each topic's entry as a registration of topics new to the table writes it (no perm
+        mask); a name listed twice makes fewer entries than topics (not staged, see
+        ``staged``)."""
+        topics, values, index = columns
+        name = self._broker_name
+        datas = [QueueData(name, *v) for v in values]
+        per_topic = [datas[0]] * len(topics) if index is None else map(datas.__getitem__, index)
+        return dict(zip(topics, [{name: q} for q in per_topic], strict=True))
+
+    def columns(self) -> Columns | None:
+        while self._steps is not None:
+            self._decode_step()
+        return self._columns
+
+    def staged(self, perm_mask: int, table: dict[str, dict[str, QueueData]]) -> StagedTopics | None:
+        """The entries built ahead, if the apply may merge them whole: no mask, every name
+        once, none of them in the table now (another group's registration may have added
+        some since)."""
+        fresh, columns = self._fresh, self._columns
+        if fresh is None or columns is None or perm_mask != -1 or len(fresh) != len(columns[0]):
+            return None
+        return StagedTopics(fresh, {}) if table.keys().isdisjoint(fresh) else None
+
+
 class Replica:
     """Tables, KV and config that follow the writer's stream."""
 
@@ -88,6 +163,8 @@ class Replica:
         self.started_ms = 0
         # Told the keys whose value a ``cfg`` item changed (the worker hands live settings on).
         self.on_config: Callable[[list[str]], None] = lambda keys: None
+        # Bodies of forwarded registrations decoded here, by request id, until their reply.
+        self.prepared: dict[int, PreparedBody] = {}
 
     # ------------------------------------------------------------------ the stream
 
@@ -95,7 +172,9 @@ class Replica:
         """Apply one encoded batch; returns its position. A batch the image already held is
         skipped; one past the next raises ``ReplicaGap``."""
         applied: list[Event] = []
-        with self.heap.burst(large=len(data) >= LARGE_BATCH_MIN):  # its decoding too
+        # A batch may name a body decoded here (``prepared``): as large as the topics it adds.
+        large = len(data) >= LARGE_BATCH_MIN or bool(self.prepared)
+        with self.heap.burst(large=large):  # its decoding too
             position, items = orjson.loads(data)
             if position <= self.position:
                 return self.position
@@ -120,21 +199,27 @@ class Replica:
             if event_type is BrokerRegistered:  # ``replication.registered_record``
                 configs = record.pop("topic_configs")
                 del record["type"]
-                # Interned once, here: the table's keys and the group's set share them, and
-                # the apply's own ``intern`` finds each already done (a name decoded twice
-                # costs the lookup twice).
-                topics = list(map(intern, configs["topics"]))
+                if "body" in configs:  # ``replication.named_body_record``
+                    prepared, (topics, values, index) = self._prepared(configs["body"])
+                    staged = prepared.staged(configs["mask"], self.routes.topic_queue_table)
+                else:
+                    # Interned once, here: the table's keys and the group's set share them,
+                    # and the apply's own ``intern`` finds each already done (a name decoded
+                    # twice costs the lookup twice).
+                    topics = list(map(intern, configs["topics"]))
+                    values, index = configs["values"], configs["index"]
+                    staged = None
                 record.setdefault("topics_added", topics)  # left out: the same names
                 event = BrokerRegistered(
                     **record,
-                    topic_configs=QueueConfigs.from_columns(
-                        topics, configs["values"], configs["index"], configs["mask"]
-                    ),
+                    topic_configs=QueueConfigs.from_columns(topics, values, index, configs["mask"]),
                 )
             else:
                 event = event_type.from_record(record)
             if servers is not None:  # a registration: its filter servers as the writer has them
-                self.routes.apply(event, ts, Link(REPLICATED, filter_servers=servers))
+                self.routes.apply(
+                    event, ts, Link(REPLICATED, filter_servers=servers, staged=staged)
+                )
             else:
                 self.routes.apply(event, ts)
             applied.append(event)
@@ -150,6 +235,21 @@ class Replica:
             _, values, file_properties = item
             self._set_config(values, file_properties)
             self.registry.data_version += 1
+
+    def decodes_beside(self, cluster: str, broker_addr: str) -> bool:
+        """Whether a worker decodes a large registration it forwards (``PreparedBody``): the
+        broker's first (not live here), where the writer takes the whole body. A live broker
+        re-sends the body it sent before (the writer skips decoding it) or changes a few of
+        its topics (the writer's batch carries those): decoding it too would be waste."""
+        return (cluster, broker_addr) not in self.routes.broker_live_table
+
+    def _prepared(self, request_id: int) -> tuple[PreparedBody, Columns]:
+        prepared = self.prepared.pop(request_id, None)
+        columns = prepared.columns() if prepared is not None else None
+        if prepared is None or columns is None:  # the writer decoded what this worker could
+            # not: not the same code
+            raise ReplicaGap(f"a registration names body {request_id}, not decoded here")
+        return prepared, columns
 
     def _set_config(self, values: dict[str, Any], file_properties: dict[str, str]) -> None:
         changed = []

@@ -19,11 +19,21 @@ namespace, entries]`` or ``["cfg", values, file_properties]``; a registration's 
 its topics as columns (``registered_record``). The image is the tables in
 their exact order (the journal's snapshot is not: it lists groups, not the order clusters
 joined in, and no filter servers), so a replica answers byte for byte as the writer.
+
+A broker's first large registration a worker forwarded is decoded twice at once: by the
+writer, which decides, and by that worker while it waits (``replica.PreparedBody``; the
+request says so). When the registration took every row of its body, it is published as the
+registry is about to apply it (``on_decided``), and the batch that worker gets names the
+body (``{"body": request id, "mask"}``) instead of carrying 100,000 topics it already holds:
+the writer skips encoding them, the worker decoding them, and the worker applies it while
+the writer does (a 100,000-topic registration through a worker went from 1.42x to 1.13x the
+single process's time). Every other worker gets the columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 import orjson
@@ -33,11 +43,12 @@ from pynamesrv.namesrv.events import (
     BrokerRegistered,
     Event,
     KvChanged,
+    QueueConfigs,
     queue_configs,
 )
 from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.namesrv.routes import RouteInfoManager
-from pynamesrv.namesrv.routes.changes import NO_TIME, ROUTE_EVENTS
+from pynamesrv.namesrv.routes.changes import NO_TIME, ROUTE_EVENTS, Link
 from pynamesrv.namesrv.settings import SETTINGS
 
 EVENT: Final = "e"
@@ -47,6 +58,11 @@ CONFIG: Final = "cfg"
 _ROUTE_EVENTS: Final = frozenset(ROUTE_EVENTS)
 
 Sink = Callable[[int, bytes], None]
+
+# The worker (its sink) and request id of the forwarded write being decided, when that worker
+# decodes the request's body itself (``WorkerPool``): set for the handling of the request,
+# and kept by the task that finishes a stepwise registration (it copies the context).
+FORWARDED: ContextVar[tuple[Sink, int] | None] = ContextVar("forwarded", default=None)
 
 
 def config_values(registry: ConfigRegistry) -> dict[str, Any]:
@@ -127,6 +143,20 @@ def registered_record(event: BrokerRegistered) -> dict[str, Any]:
     return record
 
 
+def named_body_record(event: BrokerRegistered, request_id: int) -> dict[str, Any]:
+    """``registered_record`` for the worker that decoded the body itself: its topics are
+    every row of the body of ``request_id`` (``QueueConfigs.whole_body``), named, not sent.
+    ``topics_added`` is left out on the same rule: as many as the rows, none changed (it is
+    a subsequence of the rows' topics)."""
+    configs = event.topic_configs
+    assert isinstance(configs, QueueConfigs) and configs.whole_body
+    record = Event.to_record(event)
+    record["topic_configs"] = {"body": request_id, "mask": configs.perm_mask}
+    if not event.topics_changed and len(event.topics_added) == len(configs.rows):
+        del record["topics_added"]
+    return record
+
+
 class Publisher:
     """Turns the writer's changes into numbered batches and hands each to every sink.
 
@@ -145,6 +175,8 @@ class Publisher:
         self.started_ms = 0  # the processor's start (the 5.x start-up wait), for the image
         self._config_version = registry.data_version
         self._sinks: list[Sink] = []
+        self._early: set[int] = set()  # ids of events published before their apply
+        routes.on_decided = self.on_decided
         # Called once every sink has a batch (the writer yields its core to the workers).
         self.after_publish: Callable[[], None] = lambda: None
 
@@ -155,11 +187,45 @@ class Publisher:
         if sink in self._sinks:
             self._sinks.remove(sink)
 
+    def _origin(self) -> tuple[Sink | None, int]:
+        """The sink and request id of the forwarded write being decided whose worker decoded
+        the body (``FORWARDED``), if that worker is subscribed."""
+        forwarded = FORWARDED.get()
+        if forwarded is not None and forwarded[0] in self._sinks:  # (a bound method: ==)
+            return forwarded
+        return None, 0
+
+    def on_decided(self, event: Event, ts_ms: int, link: Link) -> None:
+        """A registration the registry is about to apply (``RouteRegistry.on_decided``):
+        when the worker that forwarded it holds the body, publish it now, so that the worker
+        applies it while the writer does (the worker answers once the writer's reply follows,
+        after the writer's own apply). Its link is what the tables will hold once applied."""
+        origin, request_id = self._origin()
+        if origin is None or not isinstance(event, BrokerRegistered):
+            return
+        configs = event.topic_configs
+        if not (isinstance(configs, QueueConfigs) and configs.whole_body):
+            return
+        servers = link.filter_servers  # None: the entry's stay (as ``on_events`` reads it)
+        if servers is None:
+            servers = self.routes.filter_server_table.get((event.cluster, event.broker_addr))
+        servers = servers or []
+        items: list[list[Any]] = []
+        if any(sink != origin for sink in self._sinks):
+            items.append([EVENT, ts_ms, registered_record(event), servers])
+        self._early.add(id(event))
+        named = [EVENT, ts_ms, named_body_record(event, request_id), servers]
+        self._publish(items, origin, [named])
+
     def on_events(self, events: list[Event]) -> None:
-        """One batch of the events the tables just applied (the controller's listener)."""
+        """One batch of the events the tables just applied (the controller's listener); a
+        registration published before its apply (``on_decided``) is not published again."""
+        early, self._early = self._early, set()
         items: list[list[Any]] = []
         filters = self.routes.filter_server_table
         for event in events:
+            if id(event) in early:
+                continue
             if type(event) in _ROUTE_EVENTS:
                 servers = None
                 if isinstance(event, BrokerRegistered):
@@ -185,11 +251,23 @@ class Publisher:
         self._config_version = self.registry.data_version
         return [CONFIG, config_values(self.registry), self.registry.file_properties]
 
-    def _publish(self, items: list[list[Any]]) -> None:
+    def _publish(
+        self,
+        items: list[list[Any]],
+        origin: Sink | None = None,
+        origin_items: list[list[Any]] | None = None,
+    ) -> None:
+        """Number the batch and hand it to every sink; ``origin`` gets ``origin_items``
+        when given (its registration names the body it decoded), the others ``items``."""
         self.position += 1
-        data = orjson.dumps([self.position, items])
         sinks = list(self._sinks)
+        data: bytes | None = None
         for sink in sinks:
+            if origin_items is not None and sink == origin:
+                sink(self.position, orjson.dumps([self.position, origin_items]))
+                continue
+            if data is None:
+                data = orjson.dumps([self.position, items])
             sink(self.position, data)
         if sinks:
             self.after_publish()

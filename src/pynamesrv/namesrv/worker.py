@@ -15,6 +15,7 @@ answers from tables that no longer follow a writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -30,7 +31,12 @@ from pynamesrv.namesrv.acl import AccessControl
 from pynamesrv.namesrv.config import NamesrvConfig
 from pynamesrv.namesrv.controller import server_limits
 from pynamesrv.namesrv.fastpath import RouteQueryFastPath
-from pynamesrv.namesrv.replica import Replica, ReplicaGap
+from pynamesrv.namesrv.processor import (
+    RequestError,
+    large_registration,
+    registration_body_steps,
+)
+from pynamesrv.namesrv.replica import PreparedBody, Replica, ReplicaGap
 from pynamesrv.namesrv.settings import setting
 from pynamesrv.namesrv.stats import LATENCY_BUCKETS_S, NamesrvStats, RequestHistogram
 from pynamesrv.remoting.codec import encode_head
@@ -60,6 +66,8 @@ READ_CODES: Final = frozenset(
     }
 )
 STATS_PERIOD_S: Final = 1.0
+# How often a worker looks whether a forwarded body has left, before decoding it itself.
+FORWARD_POLL_S: Final = 0.001
 
 
 def rss_bytes() -> int:
@@ -98,6 +106,7 @@ class Worker:
         self._reader: Any = None
         self._fast_path: RouteQueryFastPath | None = None
         self._stats_task: asyncio.Task[None] | None = None
+        self._acks: socket.socket | None = None  # acknowledgements of applied batches
 
     # ------------------------------------------------------------------ the link
 
@@ -125,6 +134,14 @@ class Worker:
 
         return _Link()
 
+    def _ack(self, position: int) -> None:
+        """Tell the writer the batch is applied (it waits for it when on this core:
+        ``WorkerLink.hand_over``); never blocks: a full socket means nobody waits."""
+        if self._acks is not None:
+            # full: nobody read, so nobody waits; or the writer is gone
+            with contextlib.suppress(OSError):
+                self._acks.send(link.ack(position))
+
     def _close_link(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -143,10 +160,13 @@ class Worker:
             if self.replica is None or not self._image.done():
                 self._early.append(payload)
                 return
-            self.replica.apply_batch(batch)
+            position = self.replica.apply_batch(batch)
             self.lag.observe(max(time.monotonic_ns() - published_ns, 0) / 1e9)
+            self._ack(position)
         elif kind == link.REPLY:
             head, frame = link.split_framed(payload)
+            if self.replica is not None:  # its batches are applied: a decoded body is done
+                self.replica.prepared.pop(head["id"], None)
             pending = self._pending.pop(head["id"], None)
             if pending is not None and not pending[1].done():
                 conn, future = pending
@@ -281,6 +301,7 @@ class Worker:
         request_id = next(self._ids)
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = (conn, future)
+        prepared = self._prepare(request, request_id)
         head = {
             "id": request_id,
             "channel": channel,
@@ -288,12 +309,47 @@ class Worker:
             "proxied_by": conn.proxied_by,
             "tls": conn.tls is not None,
             "crc": request.body_crc,  # computed as a large body arrived: not again
+            "prepared": prepared is not None,  # its body is decoded here too (replication)
         }
         # The body as it was received, not copied into a re-encoded frame (workerlink).
-        self._send_parts(
-            link.framed_parts(link.REQUEST, head, (encode_head(request), request.body))
-        )
+        self._send_parts(link.request_parts(head, encode_head(request), request.body))
+        if prepared is not None:
+            await self._decode_beside(request_id, prepared)
         return (await future) or None  # empty: no answer (oneway, or the link is gone)
+
+    def _prepare(self, request: RemotingCommand, request_id: int) -> PreparedBody | None:
+        """A large registration's body to decode here while the writer decodes and decides it
+        (``replica.PreparedBody``): a broker's first (``Replica.decodes_beside``)."""
+        replica, reader = self.replica, self._reader
+        if request.code != RequestCode.REGISTER_BROKER or replica is None or reader is None:
+            return None
+        if not large_registration(request):
+            return None
+        try:
+            fields = reader.registration(request)
+        except RequestError:
+            return None  # the writer refuses it
+        if not replica.decodes_beside(fields["cluster"], fields["broker_addr"]):
+            return None
+        prepared = replica.prepared[request_id] = PreparedBody(
+            registration_body_steps(request, reader.max_inflated), fields["broker_name"]
+        )
+        return prepared
+
+    async def _decode_beside(self, request_id: int, prepared: PreparedBody) -> None:
+        """Decode a step a turn once the forward has left (a decode that held the loop while
+        the link still had the body to write would hold the writer's decoding back), until
+        done or no longer wanted (its reply came, or a batch needed it and finished it)."""
+        while self.replica is not None and request_id in self.replica.prepared:
+            transport = self._transport
+            if transport is not None and transport.get_write_buffer_size():
+                await asyncio.sleep(FORWARD_POLL_S)
+                continue
+            with self.replica.heap.burst(large=True):  # as the writer decodes it
+                done = prepared.step()
+            if done:
+                return
+            await asyncio.sleep(0)
 
     def _on_close(self, conn: Connection, reason: str) -> None:
         self._protected.discard(conn)
@@ -346,11 +402,15 @@ class Worker:
 assert len(LATENCY_BUCKETS_S) > 0  # the lag histogram shares the request buckets
 
 
-async def serve_worker(fd: int) -> None:
-    """The worker process's life: its end of the writer's socketpair is ``fd``."""
+async def serve_worker(fd: int, acks_fd: int | None = None) -> None:
+    """The worker process's life: its end of the writer's socketpair is ``fd``, of the one
+    for acknowledgements ``acks_fd``."""
     sock = socket.socket(fileno=fd)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # the writer stops its workers (the link)
         loop.add_signal_handler(sig, lambda: None)
     worker = Worker()
+    if acks_fd is not None:
+        worker._acks = socket.socket(fileno=acks_fd)
+        worker._acks.setblocking(False)
     await worker.run(sock)

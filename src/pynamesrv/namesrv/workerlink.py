@@ -11,10 +11,11 @@ batches and image, which are bytes already (``replication``); a reply or request
 small JSON head, a NUL, and the frame.
 
 A message is written as the list of its parts (``parts_message``) and read back with one
-copy of its payload, the large part of a forwarded request or a batch as a view of that
-copy: a 100,000-topic registration (15 MB) is forwarded with the body the worker received,
-not copied into a re-encoded frame, a head and a message on the way (each copy of a block
-that size maps and faults in fresh pages).
+copy of its payload, a batch as a view of that copy: a 100,000-topic registration (15 MB)
+is forwarded with the body the worker received, not copied into a re-encoded frame, a head
+and a message on the way, and its body travels as a message of its own (``request_parts``),
+read back as the very bytes the writer decodes (each copy of a block that size maps and
+faults in fresh pages).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ GO_AWAY: Final = 6  # a graceful shutdown started: answer GO_AWAY as the writer 
 # worker -> writer
 READY: Final = 20  # {"position"}: caught up and accepting
 REQUEST: Final = 21  # {"id", "channel", "peer", "proxied_by", "tls"} NUL request frame
+BODY: Final = 24  # the body of the REQUEST just before it, when large (``request_parts``)
 CHANNEL_CLOSED: Final = 22  # {"channel", "reason"}
 STATS: Final = 23  # {"position", ...counters}: the worker's figures, every second
 
+SEPARATE_BODY_MIN: Final = 64 * 1024
 _HEAD: Final = struct.Struct(">IB")
 _NS: Final = struct.Struct(">Q")
 MAX_MESSAGE: Final = 1 << 31  # an image of millions of topics; a length past it is a bug
@@ -71,6 +74,19 @@ def framed_parts(kind: int, head: dict[str, Any], frame: Sequence[bytes]) -> lis
     return parts_message(kind, [orjson.dumps(head) + b"\x00", *frame])
 
 
+def request_parts(head: dict[str, Any], frame_head: bytes, body: bytes) -> list[bytes]:
+    """A forwarded request: ``head``, then its frame; a large body (``SEPARATE_BODY_MIN``)
+    follows in a BODY message of its own, so that the writer reads it as the bytes object
+    it decodes (a body in the REQUEST's payload is copied out of it: 8 ms for 15 MB, most of
+    it faulting in fresh pages). ``head["body"]`` then says so, and the frame has no body."""
+    if len(body) < SEPARATE_BODY_MIN:
+        return framed_parts(REQUEST, head, (frame_head, body))
+    return [
+        *framed_parts(REQUEST, {**head, "body": True}, (frame_head,)),
+        *parts_message(BODY, (body,)),
+    ]
+
+
 def split_framed(payload: bytes) -> tuple[dict[str, Any], bytes]:
     head, _, frame = payload.partition(b"\x00")
     return orjson.loads(head), frame
@@ -81,6 +97,18 @@ def split_framed_view(payload: bytes) -> tuple[dict[str, Any], memoryview]:
     body is copied once, out of the view, by the frame's decoder)."""
     end = payload.index(0)
     return orjson.loads(payload[:end]), memoryview(payload)[end + 1 :]
+
+
+def ack(position: int) -> bytes:
+    """A worker's acknowledgement that it applied the batch at ``position`` (on a socket of
+    their own, which the writer reads only while it waits: ``WorkerLink.hand_over``)."""
+    return _NS.pack(position)
+
+
+def ack_positions(data: bytes) -> list[int]:
+    """The positions in acknowledgements read at once (whole ones: 8 bytes each, written
+    one at a time)."""
+    return [position for (position,) in _NS.iter_unpack(data[: len(data) - len(data) % 8])]
 
 
 def batch_message(published_ns: int, batch: bytes) -> list[bytes]:

@@ -10,10 +10,12 @@ request a worker forwards is handled as if it had come on the writer's own port,
 as the worker saw them); its reply is queued behind the batches of what it changed.
 
 A batch is sent at once, not at the end of the loop's turn (where the transport would
-flush it after answering every request that turn read), and the writer then yields its
-core once a turn: a worker that shares it (or waits for it) applies the batch now rather
-than when the kernel ends the writer's time slice, milliseconds later. Under the query
-load on one core that slice was the apply lag's p99 (2.5-5 ms).
+flush it after answering every request that turn read). A worker pinned to the writer's
+one CPU is then handed the core: the writer waits (at most ``HAND_OVER_MAX_S``) for its
+acknowledgement, and the kernel runs the worker meanwhile, so it applies the batch now
+rather than when the scheduler ends the writer's time slice, milliseconds later (a
+``sched_yield`` is no promise: under the query load on one core only a third of batches
+were applied within 1 ms). Elsewhere the writer yields its core once a turn.
 
 A worker that does not read (stuck, or slower than the stream) cannot hold the writer: its
 link's buffer is bounded (``serverWorkerMaxBacklogBytes``); past it, batches for it stop, one line
@@ -30,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import signal
 import socket
 import sys
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from pynamesrv.namesrv import workerlink as link
-from pynamesrv.namesrv.replication import Publisher, config_values
+from pynamesrv.namesrv.replication import FORWARDED, Publisher, config_values
 from pynamesrv.namesrv.stats import RouteQueryCounts
 from pynamesrv.remoting.codec import decode_frame_payload, encode
 from pynamesrv.remoting.command import RemotingCommand
@@ -53,6 +56,10 @@ STOP_GUARD_S: Final = 30.0
 MAX_RESTART_DELAY_S: Final = 30.0
 WORKER_MODULE: Final = "pynamesrv.cli.worker"
 LOST: Final = "channel_closed"  # why a dead worker's connections left
+# The longest a writer waits for a worker on its core to apply a batch (``hand_over``): a
+# heartbeat's batch takes microseconds; a large registration's is not waited for whole.
+HAND_OVER_MAX_S: Final = 0.002
+ACKS_READ: Final = 8 * 4096  # whole acknowledgements (``link.ack``: 8 bytes each)
 
 
 def worker_count(text: str) -> int:
@@ -120,6 +127,13 @@ class WorkerLink(asyncio.Protocol):
         self._behind = False  # batches stopped: rebuilt from an image once it has read
         self._imaging = False
         self._held: list[bytes] = []  # replies waiting for that image
+        # The worker's acknowledgements of applied batches (their positions), and whether it
+        # runs on the writer's one core (``hand_over``).
+        self.acks: socket.socket | None = None
+        self.shares_core = False
+        self._acked = 0
+        # A forwarded request whose body is the next message: its head and frame.
+        self.awaiting_body: tuple[dict[str, Any], memoryview] | None = None
 
     # ------------------------------------------------------------------ asyncio
 
@@ -140,6 +154,9 @@ class WorkerLink(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pool.publisher.unsubscribe(self.on_batch)
+        if self.acks is not None:
+            self.acks.close()
+            self.acks = None
         self.closed.set()
 
     def pause_writing(self) -> None:
@@ -203,6 +220,50 @@ class WorkerLink(asyncio.Protocol):
         if sent < sum(map(len, parts)):
             transport.write(memoryview(b"".join(parts))[sent:])
 
+    def hand_over(self, position: int) -> None:
+        """Wait (the writer's loop blocked, at most ``HAND_OVER_MAX_S``) until the worker has
+        applied the batch at ``position``: with both on one core, the kernel then runs the
+        worker, which applies the batch within its turn; a yield only lets it run when the
+        scheduler deems it due, up to a time slice later (the apply lag's p99 on one core)."""
+        deadline = time.monotonic() + HAND_OVER_MAX_S
+        while self._read_acks() < position and self.acks is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.acks], [], [], left)[0]:
+                return
+
+    def _read_acks(self) -> int:
+        """The highest position the worker acknowledged, after reading what is there."""
+        while self.acks is not None:
+            try:
+                data = self.acks.recv(ACKS_READ)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:  # the worker is gone: its link closes too
+                self.acks.close()
+                self.acks = None
+                break
+            self._acked = max(self._acked, *link.ack_positions(data))
+        return self._acked
+
+    @property
+    def applies_now(self) -> bool:
+        """Whether the worker applies each batch as it comes (and says so): serving, its
+        stream not stopped for falling behind."""
+        return self.acks is not None and self.figures.ready and not self._behind
+
+    def check_core(self) -> None:
+        """Whether the worker runs on the writer's one CPU (both pinned to it: taskset,
+        cpusets); read again with every report, as affinity can change."""
+        self._read_acks()  # those it sent while nobody waited (one a batch)
+        pid = self.figures.pid
+        try:
+            mine = os.sched_getaffinity(0)
+            self.shares_core = len(mine) == 1 and os.sched_getaffinity(pid) == mine
+        except (AttributeError, OSError):  # not Linux, or the worker is gone
+            self.shares_core = False
+
     def on_batch(self, position: int, batch: bytes) -> None:
         self.send_now(link.batch_message(time.monotonic_ns(), batch))
 
@@ -237,9 +298,16 @@ class WorkerPool:
         controller.add_listener(self.publisher.on_events)
 
     def yield_core(self) -> None:
-        """Let a worker waiting for this core run now that every worker has the batch, once
-        a turn of the loop (see the module doc); with no other task waiting on the core the
-        call returns at once."""
+        """Let a worker waiting for this core run now that every worker has the batch (see
+        the module doc): a worker that shares the writer's one core gets it handed over
+        until it has applied the batch (``hand_over``); otherwise the writer yields its core,
+        once a turn of the loop (with no other task waiting on the core the call returns at
+        once)."""
+        sharing = [w for w in self.links if w.shares_core and w.applies_now]
+        if sharing:
+            for worker in sharing:
+                worker.hand_over(self.publisher.position)
+            return
         if self._yielded:
             return
         self._yielded = True
@@ -272,6 +340,7 @@ class WorkerPool:
     async def _spawn(self, worker: WorkerLink) -> None:
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
+        acks, their_acks = socket.socketpair()
         config = self.controller.config
         try:
             process = await asyncio.create_subprocess_exec(
@@ -281,10 +350,14 @@ class WorkerPool:
                 str(theirs.fileno()),
                 config.log_level,
                 config.log_format,
-                pass_fds=(theirs.fileno(),),
+                str(their_acks.fileno()),
+                pass_fds=(theirs.fileno(), their_acks.fileno()),
             )
         finally:
             theirs.close()
+            their_acks.close()
+        acks.setblocking(False)
+        worker.acks = acks
         worker.process = process
         worker.figures.pid = process.pid
         worker.figures.starts += 1
@@ -374,7 +447,14 @@ class WorkerPool:
     def on_message(self, worker: WorkerLink, kind: int, payload: bytes) -> None:
         if kind == link.REQUEST:
             head, frame = link.split_framed_view(payload)
-            self._on_request(worker, head, frame)
+            if head.get("body"):  # its body is the next message (``link.request_parts``)
+                worker.awaiting_body = (head, frame)
+            else:
+                self._on_request(worker, head, frame, None)
+        elif kind == link.BODY and worker.awaiting_body is not None:
+            head, frame = worker.awaiting_body
+            worker.awaiting_body = None
+            self._on_request(worker, head, frame, payload)
         elif kind == link.CHANNEL_CLOSED:
             head, _ = link.split_framed(payload)
             channel = worker.channels.pop(head["channel"], None)
@@ -382,6 +462,7 @@ class WorkerPool:
                 channel.is_open = False
                 self.controller.on_connection_closed(channel, head["reason"])
         elif kind == link.STATS:
+            worker.check_core()
             reported, _ = link.split_framed(payload)
             worker.figures.reported = reported
             worker.figures.position = reported["position"]
@@ -391,10 +472,13 @@ class WorkerPool:
         elif kind == link.READY:
             head, _ = link.split_framed(payload)
             worker.figures.position = head["position"]
+            worker.check_core()
             worker.figures.ready = True
             worker.ready.set()
 
-    def _on_request(self, worker: WorkerLink, head: dict[str, Any], frame: memoryview) -> None:
+    def _on_request(
+        self, worker: WorkerLink, head: dict[str, Any], frame: memoryview, body: bytes | None
+    ) -> None:
         channel_id = head["channel"]
         channel = worker.channels.get(channel_id)
         if channel is None:
@@ -405,15 +489,24 @@ class WorkerPool:
             log.error("worker %d forwarded an undecodable frame: %s", worker.index, exc)
             worker.close()
             return
+        if body is not None:
+            request.body = body
         request.body_crc = head.get("crc")  # the worker's, computed as the body arrived
-        answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
-        if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
-            self._keep(
-                asyncio.ensure_future(
-                    self._reply_later(worker, head["id"], request, answer, channel)
+        # The worker decodes the body too: its batch may name it (``replication.FORWARDED``;
+        # a stepwise registration's task keeps this context).
+        token = FORWARDED.set((worker.on_batch, head["id"])) if head.get("prepared") else None
+        try:
+            answer = self.controller.server.handler(request, channel)  # type: ignore[arg-type]
+            if answer is not None and not isinstance(answer, (bytes, RemotingCommand)):
+                self._keep(
+                    asyncio.ensure_future(
+                        self._reply_later(worker, head["id"], request, answer, channel)
+                    )
                 )
-            )
-            return
+                return
+        finally:
+            if token is not None:
+                FORWARDED.reset(token)
         self._reply(worker, head["id"], request, answer, channel)
 
     async def _reply_later(
@@ -465,6 +558,7 @@ class WorkerPool:
                     "behind": max(self.publisher.position - figures.position, 0),
                     "starts": figures.starts,
                     "rebuilds": figures.rebuilds,
+                    "shares_core": worker.shares_core,  # the writer hands it its core
                     "connections": reported.get("connections", 0),
                     "rss_bytes": reported.get("rss", 0),
                     "backlog_bytes": (

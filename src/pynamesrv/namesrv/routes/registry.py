@@ -53,6 +53,11 @@ class RouteRegistry(TopicEdits):
     """Brokers joining, refreshing and leaving (spec/state.md §3-§5), each change returning
     its events; the topic-level edits they share with admin requests are ``TopicEdits``."""
 
+    # Told of a registration decided on the live path just before the tables apply it, with
+    # its time and link (``replication.Publisher``: a worker that decoded the body applies
+    # it beside the writer's own apply, not after it).
+    on_decided: Callable[[Event, int, Link], None] | None = None
+
     # ------------------------------------------------------------------ registration
 
     def register_broker(
@@ -187,7 +192,9 @@ class RouteRegistry(TopicEdits):
                 topics_removed=dropped,
                 topics_changed=changed,
                 topic_count=len(broker_topics) - len(dropped) + _new_to(broker_topics, added),
-                topic_configs=QueueConfigs(applied, perm_mask),
+                topic_configs=QueueConfigs(
+                    applied, perm_mask, whole_body=body is not None and took_all(applied, body)
+                ),
                 topic_mappings=mapped,
                 timeout_ms=timeout_ms,
                 zone_name=zone_name,
@@ -198,6 +205,8 @@ class RouteRegistry(TopicEdits):
             event = BrokerHeartbeat(
                 cluster, broker_name, broker_id, broker_addr, data_version.to_json()
             )
+        if self.on_decided is not None:
+            self.on_decided(event, now_ms, link)
         self.apply(event, now_ms, link)
         result.events.append(event)
         for drop in drops:
@@ -457,6 +466,12 @@ class RouteRegistry(TopicEdits):
         )
         self.apply(event, now_ms)
         return [event]
+
+
+def took_all(applied: list[RoutedTopic], body: RegisterBrokerBody) -> bool:
+    """Whether a registration applied every routed row of its body: ``applied`` is a
+    subsequence of them (``_diff_topic_configs``), so equal lengths mean the same rows."""
+    return bool(applied) and len(applied) == len(body.routed)
 
 
 def _new_to(members: set[str], topics: list[str]) -> int:
