@@ -92,6 +92,7 @@ def registered(
     added: dict[str, tuple[int, int, int]] | None = None,
     changed: dict[str, tuple[int, int, int]] | None = None,
     recovered: bool = False,
+    timeout_ms: int = 120_000,
 ) -> dict[str, Any]:
     added, changed = added or {}, changed or {}
     return {
@@ -112,7 +113,7 @@ def registered(
             topic: {"read": r, "write": w, "perm": p}
             for topic, (r, w, p) in {**added, **changed}.items()
         },
-        "timeout_ms": 120_000,
+        "timeout_ms": timeout_ms,
         "recovered": recovered,
     }
 
@@ -125,7 +126,13 @@ def warm_started(t: float, brokers: int) -> dict[str, Any]:
 
 
 def broker_recovered(
-    t: float, cluster: str, name: str, addr: str, last_heartbeat: float, broker_id: int = 0
+    t: float,
+    cluster: str,
+    name: str,
+    addr: str,
+    last_heartbeat: float,
+    broker_id: int = 0,
+    timeout_ms: int = 120_000,
 ) -> dict[str, Any]:
     """A warm restart's provisional broker (one line per broker after server_started)."""
     return {
@@ -136,7 +143,7 @@ def broker_recovered(
         "broker_id": broker_id,
         "broker_addr": addr,
         "last_heartbeat_ts": ms(last_heartbeat),
-        "timeout_ms": 120_000,
+        "timeout_ms": timeout_ms,
     }
 
 

@@ -4,7 +4,8 @@ Each journal pins edge cases of pipeline-semantics.md: a crash (server_lost), a 
 (server_stopped), sessions still open at the end, equal timestamps ordered by ``seq``, one
 address registered in two clusters, a session across midnight, a null last heartbeat, a
 torn last line and an empty instance directory, and a warm restart (kill -9, brokers
-recovered: one re-registers and is disconnected later, one expires provisional).
+recovered: one re-registers and is disconnected later, one expires provisional; and one
+without the snapshot that follows it, whose routes must be what routes-at answers).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS
+from pynamesrv.namesrv import history
+from pynamesrv.pipeline.distribution import DISTRIBUTION_COLUMNS, spread
 from pynamesrv.pipeline.divergence import DIVERGENCE_COLUMNS
 from pynamesrv.pipeline.exposure import EXPOSURE_COLUMNS
-from pynamesrv.pipeline.job import Derived
+from pynamesrv.pipeline.job import Derived, run_pipeline
 from pynamesrv.pipeline.schema import read_journal
 from pynamesrv.pipeline.sessions import AVAILABILITY_COLUMNS, LATENCY_COLUMNS, SESSION_COLUMNS
+from pynamesrv.pipeline.tables import current_tables
+from pynamesrv.pipeline.timetravel import Route, routes_at, routes_of
 
 from .journals import (
     T0,
@@ -41,7 +45,9 @@ from .journals import (
 )
 
 A1, A2, A3, A9 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911", "10.0.0.9:10911"
+A4 = "10.0.0.4:10911"
 DAY1, DAY2 = "2026-01-01", "2026-01-02"
+MIDNIGHT = 86_400  # seconds after T0: DAY2 begins
 
 
 def derive(spark: SparkSession, root: Path, heartbeat_interval_s: float = 30.0) -> Derived:
@@ -453,6 +459,86 @@ def test_topic_distribution_reads_every_piece_of_the_last_complete_snapshot(
         [dict(zip(DISTRIBUTION_COLUMNS, r, strict=True)) for r in expected],
         DISTRIBUTION_COLUMNS,
     )
+
+
+def distribution_of(ns: str, routes: dict[str, Route], at_ts: int) -> list[dict[str, Any]]:
+    """The topic_distribution rows of routes rebuilt by routes-at."""
+    return [
+        dict(zip(DISTRIBUTION_COLUMNS, (ns, topic, *spread(route), at_ts), strict=True))
+        for topic, route in routes.items()
+    ]
+
+
+def test_topic_distribution_after_a_warm_start_without_its_snapshot_is_what_routes_at_answers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """w:1 restarts warm on DAY2 and its snapshot after the start is missing
+    (lines dropped): the routes go on from the base before the start (the snapshot at 0),
+    minus the brokers whose deadline had passed at the start, by their heartbeats and their
+    own timeouts (bB's 120 s ran out; bC's 300 s from its registration and bD's 600 s from
+    the snapshot did not). Issue 34: the store kept no ``recovered``, so topic_distribution
+    took the warm start for a base (an empty table) and showed only V, where routes-at
+    answered T, V, W and X. Whole (the journal parsed) and incremental: the second run reads
+    from an hour before DAY2, where w:1 has no base, so it replays the stored history."""
+    journal, out = tmp_path / "journal", str(tmp_path / "out")
+    restart = MIDNIGHT + 3630  # 01:00:30 on DAY2: the second run recomputes from DAY2
+    base = snapshot(0, {"X": [("bD", 1, 1, 6)]}, [("C", "bD", 0, A4)])
+    base["brokers"][0]["timeout_ms"] = 600_000
+    write_journal(
+        journal,
+        "w:1",
+        [
+            started(0),
+            base,
+            registered(1, "C", "bA", A1, added={"T": (4, 4, 6)}),
+            registered(1, "C", "bB", A2, added={"T": (4, 4, 6), "U": (2, 2, 6)}),
+            registered(
+                5, "C", "bC", A3, added={"T": (2, 2, 6), "W": (8, 8, 6)}, timeout_ms=300_000
+            ),
+            heartbeat(restart - 300, "C", "bD", A4),
+            heartbeat(restart - 200, "C", "bC", A3),
+            heartbeat(restart - 70, "C", "bA", A1),  # killed (-9) after this line
+        ],
+    )
+    first = run_pipeline(spark, [str(journal)], out)
+    write_journal(
+        journal,
+        "w:1",
+        [
+            warm_started(restart, brokers=3),  # no snapshot follows (lines dropped)
+            broker_recovered(restart, "C", "bA", A1, last_heartbeat=restart - 70),
+            broker_recovered(restart, "C", "bC", A3, restart - 200, timeout_ms=300_000),
+            broker_recovered(restart, "C", "bD", A4, restart - 300, timeout_ms=600_000),
+            registered(
+                restart + 10, "C", "bA", A1, first=False, recovered=True, added={"V": (2, 1, 6)}
+            ),
+            heartbeat(restart + 40, "C", "bA", A1),  # the end of the data
+        ],
+    )
+    second = run_pipeline(spark, [str(journal)], out)
+    assert (first.start, second.start) == (None, ms(MIDNIGHT))  # incremental from DAY2
+    end = ms(restart + 40)
+    expected = [
+        ("w:1", "T", 2, 6, 6, 4, 3.0, 4 / 3, False, end),  # registered before, still held
+        ("w:1", "V", 1, 2, 1, 1, 1.0, 1.0, True, end),  # registered after the restart
+        ("w:1", "W", 1, 8, 8, 8, 8.0, 1.0, True, end),  # bC's own timeout
+        ("w:1", "X", 1, 1, 1, 1, 1.0, 1.0, True, end),  # bD's timeout in the snapshot
+    ]  # U left with bB at the restart
+    rows = [dict(zip(DISTRIBUTION_COLUMNS, r, strict=True)) for r in expected]
+    incremental = current_tables(spark, out)["topic_distribution"].collect()
+    assert_same_rows(incremental, rows, DISTRIBUTION_COLUMNS)
+    derived = derive(spark, journal)
+    try:
+        whole = derived.table("topic_distribution").collect()
+    finally:
+        derived.release()
+    assert_same_rows(whole, rows, DISTRIBUTION_COLUMNS)
+    local = history.registries_at(history.hour_files([journal]), end, instance="w:1")
+    local_rows = distribution_of("w:1", routes_of(local["w:1"]), end)
+    assert_same_rows(whole, local_rows, DISTRIBUTION_COLUMNS)
+    through_spark = routes_at(spark, [str(journal)], end, instance="w:1")
+    spark_rows = distribution_of("w:1", through_spark["w:1"], end)
+    assert_same_rows(whole, spark_rows, DISTRIBUTION_COLUMNS)
 
 
 # ----------------------------------------------------------------------------- warm restart

@@ -44,13 +44,14 @@ from pyspark.sql.types import (
 from pynamesrv.pipeline.runs import HEARTBEAT, RECOVERED, REGISTERED, REMOVED
 from pynamesrv.pipeline.schema import CORRUPT, JOURNAL_SCHEMA
 
-# The journal fields a store row keeps (everything the tables read, and what replaying the
-# routes at the end of the data needs: ``history.COLUMNS``), typed as the journal's.
+# The journal fields a store row keeps (everything the tables read, and every field routes-at
+# replays, ``history.COLUMNS``: topic_distribution rebuilds the routes at the end of the data
+# the same way, warm starts and their deadlines included), typed as the journal's.
 EVENT_FIELDS: Final = (
     "ts", "ns", "seq", "type", "cluster", "broker_name", "broker_id", "broker_addr", "first",
     "topics_added", "topics_changed", "reason", "last_heartbeat_ts", "group_gone", "topic",
     "counts", "topics", "part", "parts", "topics_removed", "topic_configs", "queues", "op",
-    "brokers",
+    "brokers", "data_version", "timeout_ms", "recovered",
 )  # fmt: skip
 # One store row. Heartbeat segments carry beat_ts/beat_seq (ts/seq are their first beat);
 # other events carry one line each; a row with a null type counts a file's bad lines.
@@ -270,3 +271,20 @@ def compact(parsed: DataFrame) -> DataFrame:
     ).otherwise(F.array())
     out = grouped.select("file", F.explode(F.concat(rows, runs, summary)).alias("r"))
     return out.select("file", *[F.col(f"r.{c}").alias(c) for c in STORE_COLUMNS])
+
+
+def beat_lines(rows: DataFrame) -> DataFrame:
+    """Store rows with every heartbeat segment unfolded again: one row per beat, its ``ts``
+    and ``seq`` the beat's and the rest the segment's; other rows as they are. For the one
+    reader that applies heartbeats one by one: the routes at the end of the data when a warm
+    start dropped brokers by their deadlines (``distribution.lines_to_replay``), a few
+    minutes of beats of a few instances."""
+    segment = F.col("beat_ts").isNotNull()
+    beats = (
+        rows.where(segment)
+        .withColumn("beat", F.explode(F.arrays_zip("beat_ts", "beat_seq")))
+        .withColumn("ts", F.col("beat.beat_ts"))
+        .withColumn("seq", F.col("beat.beat_seq"))
+        .drop("beat")
+    )
+    return rows.where(~segment).unionByName(beats)

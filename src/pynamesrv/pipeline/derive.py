@@ -20,7 +20,8 @@ exactly the rows a whole computation would write, table by table:
 - ``namesrv_divergence``: live sets at R come from the carried sessions; an interval open
   across R continues the published one (``divergence.continue_across``).
 - ``topic_distribution``: the routes at the end of the data are those of each instance's
-  last base and the lines after it. The events read reach the end, so an instance whose
+  last base and the lines after it (a warm start's deadlines among them: the heartbeats
+  after that base). The events read reach the end, so an instance whose
   route-changing lines among them include a base is replayed from them; one whose lines
   hold no base (a snapshot interval longer than the lookback) from its whole history in the
   store; one without such lines kept its routes, so its published rows stay, stated at the
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -40,7 +41,7 @@ from pynamesrv.pipeline import TABLES
 from pynamesrv.pipeline.compact import EVENT_FIELDS, compact, segment_starts, segments
 from pynamesrv.pipeline.distribution import (
     DISTRIBUTION_COLUMNS,
-    replayed_lines,
+    lines_to_replay,
     topic_distribution,
     with_end,
 )
@@ -271,18 +272,18 @@ class Derived:
         return self._end[0]
 
     def distribution(self) -> DataFrame:
-        """topic_distribution at ``end_ts``: each instance's lines from its last base on,
-        collected (one query) and replayed on the driver (see the module's docstring for
-        what an incremental computation takes over)."""
+        """topic_distribution at ``end_ts``: each instance's lines from its last base on
+        (``lines_to_replay``: routes-at's rule), collected and replayed on the driver (see
+        the module's docstring for what an incremental computation takes over)."""
         at_ts = self.end_ts()
-        lines = [_as_dict(r) for r in replayed_lines(self.events).collect()]
+        lines = lines_to_replay(self.events)
         spark = self.events.sparkSession
         if self.carry is None:
             return topic_distribution(spark, lines, at_ts)
         unbased = sorted({r["ns"] for r in lines if not r["base"]})
         if unbased:
-            older = replayed_lines(self.carry.history(unbased)).collect()
-            lines = [r for r in lines if r["ns"] not in unbased] + [_as_dict(r) for r in older]
+            older = lines_to_replay(self.carry.history(unbased))
+            lines = [r for r in lines if r["ns"] not in unbased] + older
         replayed = sorted({r["ns"] for r in lines})
         kept = self.carry.distribution
         if replayed:
@@ -390,10 +391,6 @@ class Derived:
         into the JVM, which Connect has no way to."""
         self._cached.clear()
         self._spans = None
-
-
-def _as_dict(row: Any) -> dict[str, Any]:
-    return dict(row.asDict(recursive=True))
 
 
 def split_at_lifecycle(events: DataFrame, lifecycle: DataFrame) -> DataFrame:

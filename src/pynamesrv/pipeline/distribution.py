@@ -9,9 +9,14 @@ them, after a shutdown) would still be counted. A topic held by a single broker 
 single point of failure; skew (max / mean write queues per broker) shows producers loading
 one broker more than the others.
 
-The lines from each instance's last base on (``history.since_base``: a snapshot's pieces
-and at most ten minutes of changes, heartbeats left out) are few, so they are collected and
-replayed on the driver; the table is built from the routes the rebuilt registries answer.
+Which lines, by routes-at's own rule and code (``pipeline.history``): each instance's lines
+from its last base on (``since_base``: a complete snapshot, or a start that began empty; a
+warm start is no base, the table goes on from the base before it), and, when a warm start
+lies after that base, its heartbeats and ``broker_recovered`` lines from there too
+(``warm_since``, ``deadline_lines``: that start dropped the brokers past their deadline).
+Usually a snapshot's pieces and at most ten minutes of changes, heartbeats left out: they
+are collected and replayed on the driver (``replay_lines``, ``replay_registry``); the table
+is built from the routes the rebuilt registries answer.
 """
 
 from __future__ import annotations
@@ -31,8 +36,15 @@ from pyspark.sql.types import (
 )
 
 from pynamesrv.namesrv.journal import JournalDamage
+from pynamesrv.pipeline.compact import beat_lines
 from pynamesrv.pipeline.history import COLUMNS as REPLAY_COLUMNS
-from pynamesrv.pipeline.history import REPLAYED, since_base
+from pynamesrv.pipeline.history import (
+    REPLAYED,
+    deadline_lines,
+    replay_lines,
+    since_base,
+    warm_since,
+)
 from pynamesrv.pipeline.timetravel import Route, replay_registry, routes_of
 
 DISTRIBUTION_SCHEMA: Final = StructType(
@@ -53,24 +65,34 @@ DISTRIBUTION_COLUMNS: Final = tuple(f.name for f in DISTRIBUTION_SCHEMA.fields)
 
 
 def replayed_lines(events: DataFrame) -> DataFrame:
-    """The lines that rebuild each instance's routes at the end of ``events``: from its last
-    base on (all of them when it has none), route-changing types only, with ``base`` (True
-    when the instance's lines begin with one)."""
-    kept = events.where(F.col("type").isin(*REPLAYED))
-    # the store keeps what replaying routes needs, not the deadlines time travel reads
-    present = [c for c in REPLAY_COLUMNS if c in kept.columns]
-    return since_base(kept).select(*present, "base")
+    """Each instance's route-changing lines of ``events`` (store rows) from its last base on
+    (all of them when it has none), with ``base`` (True when the instance's lines begin with
+    one)."""
+    return since_base(events.where(F.col("type").isin(*REPLAYED))).select(*REPLAY_COLUMNS, "base")
+
+
+def lines_to_replay(events: DataFrame) -> list[dict[str, Any]]:
+    """The rows that rebuild each instance's routes at the end of ``events`` (store rows), as
+    routes-at takes them: ``replayed_lines``, and the heartbeats (unfolded: ``beat_lines``)
+    and ``broker_recovered`` lines of an instance with a warm start among them. One query,
+    and a second for those instances only when there are some."""
+    rows = [_as_dict(r) for r in replayed_lines(events).collect()]
+    warm = warm_since(rows)
+    if warm:
+        theirs = beat_lines(events.where(F.col("ns").isin(*warm)))
+        rows += [_as_dict(r) for r in deadline_lines(theirs, warm).collect()]
+    return rows
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    return dict(row.asDict(recursive=True))
 
 
 def distribution_rows(lines: Iterable[Mapping[str, Any]], at_ts: int) -> list[tuple[Any, ...]]:
     """``DISTRIBUTION_COLUMNS`` tuples of the routes each instance's ``lines`` (rows of
-    ``replayed_lines``, any order) lead to, as of ``at_ts``."""
-    by_ns: dict[str, list[Mapping[str, Any]]] = {}
-    for line in lines:
-        by_ns.setdefault(line["ns"], []).append(line)
+    ``lines_to_replay``, any order) lead to, as of ``at_ts``."""
     rows = []
-    for ns, ns_lines in sorted(by_ns.items()):
-        ns_lines.sort(key=lambda r: (r["ts"], r["seq"]))
+    for ns, ns_lines in replay_lines(lines).items():
         # a line a reader cannot apply is skipped (counted, as warm restart does): the
         # routes are what the others made them
         routes = routes_of(replay_registry(ns_lines, damage=JournalDamage()))
@@ -99,7 +121,7 @@ def spread(route: Route) -> tuple[int, int, int, int, float, float, bool]:
 def topic_distribution(
     spark: SparkSession, lines: Sequence[Mapping[str, Any]], at_ts: int | None
 ) -> DataFrame:
-    """The table from collected ``replayed_lines`` rows; empty without an end (no data)."""
+    """The table from collected ``lines_to_replay`` rows; empty without an end (no data)."""
     rows = distribution_rows(lines, at_ts) if at_ts is not None else []
     return spark.createDataFrame(rows, DISTRIBUTION_SCHEMA)
 

@@ -10,37 +10,29 @@ module takes the same lines the same way, and the same replay rebuilds the route
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import orjson
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from pynamesrv.namesrv import history, snapshot_pieces
 from pynamesrv.namesrv.history import FIRST_FILES, by_instance_dir, check_time
 from pynamesrv.pipeline.files import Files
 from pynamesrv.pipeline.runs import HOUR_MS, STARTED, complete_snapshots, key
 from pynamesrv.pipeline.schema import JOURNAL_SCHEMA
-from pynamesrv.pipeline.store import JournalFile, find_journal_files, instance_dir
+from pynamesrv.pipeline.store import READ_SCHEMA, JournalFile, find_journal_files, instance_dir
 
 # The lines the local reader applies (``namesrv.history.REPLAYED``): the route-changing
 # lines warm restart replays, but heartbeats and broker_recovered; those too for an instance
 # with a warm start between its base and T (``DEADLINES``: its deadlines follow them).
 REPLAYED: Final = tuple(sorted(history.REPLAYED))
 DEADLINES: Final = tuple(sorted(history.DEADLINES - history.REPLAYED))
-# ``server_started``'s ``recovered`` (an object; None: the run began empty) tells a base
-# from a warm start. The journal schema leaves the name out (``broker_registered`` has a
-# boolean of that name); read as a string it holds either as text, or null. A recovered
-# broker's ``timeout_ms`` is a deadline too.
-_SCHEMA: Final = StructType(
-    [
-        *JOURNAL_SCHEMA.fields,
-        StructField("recovered", StringType()),
-        StructField("timeout_ms", LongType()),
-    ]
-)
+# The fields replay reads. ``server_started``'s ``recovered`` (JSON text, ``schema.AS_TEXT``;
+# null: the run began empty) tells a base from a warm start; ``timeout_ms`` (registrations,
+# ``broker_recovered``) and the heartbeats' times are the deadlines a warm start applies.
+# The event store keeps every one of them, so that topic_distribution replays as this does.
 COLUMNS: Final = (
     "ns",
     "ts",
@@ -65,7 +57,10 @@ COLUMNS: Final = (
     "data_version",
     "last_heartbeat_ts",
     "timeout_ms",
+    "recovered",
 )
+assert set(COLUMNS) <= {f.name for f in READ_SCHEMA.fields}, "the store must keep them"
+Key = tuple[int, int]  # (ts, seq): a line's place in its instance's journal
 
 
 def _read(
@@ -75,7 +70,7 @@ def _read(
     types: Sequence[str] = REPLAYED,
 ) -> DataFrame:
     frame = (
-        spark.read.schema(_SCHEMA)
+        spark.read.schema(JOURNAL_SCHEMA)
         .option("mode", "DROPMALFORMED")
         .json([f.path for f in files])
         .where(F.col("type").isin(*types) & F.col("ns").isNotNull() & F.col("ts").isNotNull())
@@ -83,9 +78,7 @@ def _read(
     )
     if instance is not None:
         frame = frame.where(F.col("ns") == instance)
-    return frame.select(
-        *COLUMNS, "recovered", instance_dir(F.col("_metadata.file_path")).alias("dir")
-    )
+    return frame.select(*COLUMNS, instance_dir(F.col("_metadata.file_path")).alias("dir"))
 
 
 def _as_dict(row: Any) -> dict[str, Any]:
@@ -120,36 +113,60 @@ def rows_since_base(
             break
         for d in grow:
             taken[d] = min(2 * taken[d], len(before[d]))
-    warm = {r["ns"] for r in rows if r["type"] == STARTED and r["recovered"] is not None}
-    for ns in sorted(warm):
-        own = [r for r in rows if r["ns"] == ns]
-        since = min((r["ts"], r["seq"]) for r in own) if own[0]["base"] else None
-        rows += _deadline_rows(spark, chosen, ns, since, at_ms)
+    warm = warm_since(rows)
+    if warm:
+        upto = _read(spark, chosen, instance, DEADLINES).where(F.col("ts") <= F.lit(at_ms))
+        rows += [_as_dict(r) for r in deadline_lines(upto, warm).collect()]
+    return replay_lines(rows), len(chosen)
+
+
+def warm_since(rows: Iterable[Mapping[str, Any]]) -> dict[str, Key | None]:
+    """The instances whose lines from their last base on (collected ``since_base`` rows)
+    hold a warm start, each with where those lines begin (None: it has no base, all of its
+    lines count). That start dropped the brokers whose deadline had passed, and the
+    deadlines follow the heartbeats and ``broker_recovered`` lines, so replay needs those
+    too (``deadline_lines``), as the local reader does (``namesrv.history``)."""
+    first: dict[str, Key] = {}
+    based: dict[str, bool] = {}
+    warm: set[str] = set()
+    for row in rows:
+        ns, at = row["ns"], (row["ts"], row["seq"])
+        first[ns] = min(first.get(ns, at), at)
+        based[ns] = bool(row["base"])
+        if row["type"] == STARTED and row["recovered"] is not None:
+            warm.add(ns)
+    return {ns: first[ns] if based[ns] else None for ns in sorted(warm)}
+
+
+def deadline_lines(events: DataFrame, warm: Mapping[str, Key | None]) -> DataFrame:
+    """The heartbeats and ``broker_recovered`` lines of ``events`` (one row per line) of
+    the ``warm`` instances from where their lines begin on (``warm_since``): ``COLUMNS``
+    and ``base`` (false)."""
+    mine = F.lit(False)
+    for ns, since in warm.items():
+        theirs = F.col("ns") == F.lit(ns)
+        if since is not None:
+            ts, seq = (F.lit(v).cast("long") for v in since)
+            theirs = theirs & (key() >= F.struct(ts.alias("ts"), seq.alias("seq")))
+        mine = mine | theirs
+    return events.where(F.col("type").isin(*DEADLINES) & mine).select(
+        *COLUMNS, F.lit(False).alias("base")
+    )
+
+
+def replay_lines(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Collected rows (``since_base``'s and ``deadline_lines``') as each instance's lines
+    in journal order, instances sorted, shaped as replay reads a line: ``COLUMNS``, with
+    ``recovered`` parsed back on a ``server_started`` (what a warm start loaded) and left
+    out elsewhere (``broker_registered``'s boolean of that name is text here, and no
+    route depends on it)."""
     by_ns: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["ns"], r["ts"], r["seq"])):
-        del row["dir"], row["base"]
-        recovered = row.pop("recovered")
-        if row["type"] == STARTED and recovered is not None:
-            row["recovered"] = orjson.loads(recovered)  # what a warm start loaded
-        by_ns.setdefault(row["ns"], []).append(row)
-    return by_ns, len(chosen)
-
-
-def _deadline_rows(
-    spark: SparkSession,
-    files: Sequence[JournalFile],
-    ns: str,
-    since: tuple[int, int] | None,
-    at_ms: int,
-) -> list[dict[str, Any]]:
-    """The heartbeats and ``broker_recovered`` lines of ``ns`` from its base (``since``;
-    None: all) up to ``at_ms``: a warm start between them dropped the brokers whose deadline
-    had passed, and the deadlines follow these lines (``namesrv.history``)."""
-    frame = _read(spark, files, ns, DEADLINES).where(F.col("ts") <= F.lit(at_ms))
-    if since is not None:
-        ts, seq = (F.lit(v).cast("long") for v in since)
-        frame = frame.where(key() >= F.struct(ts.alias("ts"), seq.alias("seq")))
-    return [_as_dict(r) | {"base": False} for r in frame.collect()]
+        line = {c: row[c] for c in COLUMNS if c != "recovered"}
+        if row["type"] == STARTED and row["recovered"] is not None:
+            line["recovered"] = orjson.loads(row["recovered"])
+        by_ns.setdefault(row["ns"], []).append(line)
+    return by_ns
 
 
 def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
@@ -158,7 +175,7 @@ def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
     warm start goes on from the base before it, as recovery and the local reader do) on, all
     of them when it has none; ``base`` tells which. One query: the files are read once, and
     only these rows reach the driver (``topic_distribution`` takes the routes at the end of
-    the data the same way)."""
+    the data the same way, from the event store)."""
     upto = events if at_ms is None else events.where(F.col("ts") <= F.lit(at_ms))
     # A base is a start, or the first piece of a complete snapshot (a set a crash cut is
     # no base: the one before it is, and replay skips the cut set).
@@ -167,10 +184,7 @@ def since_base(events: DataFrame, at_ms: int | None = None) -> DataFrame:
         .where(F.col("seq") == F.col("snapshot_seq"))
         .select("ns", "ts", "seq", F.lit(True).alias("snapshot_base"))
     )
-    # The store (topic_distribution's input) keeps no ``recovered``: there every start is a
-    # base, which its replay of the broker_recovered lines after it makes whole.
-    started = F.col("type") == STARTED
-    cold_start = started & F.col("recovered").isNull() if "recovered" in upto.columns else started
+    cold_start = (F.col("type") == STARTED) & F.col("recovered").isNull()
     is_base = cold_start | F.coalesce(F.col("snapshot_base"), F.lit(False))
     last = F.max(F.when(is_base, key())).over(Window.partitionBy("ns"))
     return (

@@ -102,7 +102,9 @@ __all__ = [
 # still in the journals are parsed again. 2: sessions carry start_reason (warm restarts:
 # broker_recovered starts a session). 3: write-once versions and manifests (publish.py).
 # 4: the store keeps what replaying routes needs (topic_distribution at the end of the data).
-FORMAT: Final = 4
+# 5: and what tells a warm start from a base (server_started's ``recovered``) with the
+# deadlines that start applied (``timeout_ms``), as routes-at reads them.
+FORMAT: Final = 5
 STATE: Final = "_state"
 REPORT: Final = "report.html"  # points at the newest report-<run>.html
 # What an output directory written before FORMAT 3 holds (renamed into place).

@@ -42,6 +42,7 @@ SNAPSHOT_BROKER = StructType(
         StructField("broker_id", LongType()),
         StructField("broker_addr", StringType()),
         StructField("last_heartbeat_ts", LongType()),
+        StructField("timeout_ms", LongType()),  # its deadline at a warm start (null: default)
     ]
 )
 SNAPSHOT_QUEUE = StructType(
@@ -75,6 +76,9 @@ JOURNAL_SCHEMA = StructType(
         StructField("reason", StringType()),
         StructField("last_heartbeat_ts", LongType()),
         StructField("group_gone", BooleanType()),  # broker_removed: it took its group's topics
+        # broker_registered / broker_recovered: the heartbeat timeout (a warm start drops
+        # the brokers past it)
+        StructField("timeout_ms", LongType()),
         # topic, perm, kv and config events
         StructField("topic", StringType()),
         StructField("queues", ArrayType(SNAPSHOT_QUEUE)),
@@ -94,8 +98,18 @@ JOURNAL_SCHEMA = StructType(
         # server_started / server_stopped
         StructField("version", StringType()),
         StructField("config", MapType(StringType(), StringType())),
+        # server_started: what a warm start loaded (null: the run began empty), as JSON text
+        # (``AS_TEXT``): a warm start is no base, a cold one is (routes-at, topic_distribution)
+        StructField("recovered", StringType()),
     ]
 )
+
+# Fields read as their JSON text, whatever value a line holds: ``recovered`` is an object in
+# ``server_started`` (what a warm restart loaded; null when the run began empty) and a
+# boolean in ``broker_registered`` (a provisional broker registered again, "true"). One Spark
+# column cannot type both; as text it holds either, and readers look at it only on
+# ``server_started`` lines (``pipeline.history.replay_lines`` parses it back).
+AS_TEXT: Final = frozenset({"recovered"})
 
 # Every type a journal holds: ``namesrv.events`` defines each line, the controller's own
 # (server_started, snapshot, ...) included.
@@ -110,9 +124,7 @@ UNREAD_FIELDS: Final = frozenset(
         "caller",  # admin writes: audit trail (pynamesrv journal / logs read it)
         "access_key",
         "topic_mappings",  # 5.x static topics: not part of the canonical route
-        # warm restart only (namesrv.recovery reads the files itself); broker_recovered's
-        # last_heartbeat_ts is read (as broker_removed's), its timeout_ms is not
-        "timeout_ms",
+        # warm restart only (namesrv.recovery reads the files itself)
         "zone_name",
         "enable_acting_master",
         "min_broker_id",  # min_broker_id_changed: what brokers are told, not a route
@@ -121,11 +133,6 @@ UNREAD_FIELDS: Final = frozenset(
         "ha_broker_addr",
         "notify",
         "mappings",  # snapshot: static-topic mappings (warm restart)
-        # Two fields of one name: server_started's ``recovered`` (an object: what a warm
-        # restart loaded) and broker_registered's (a boolean: a provisional broker registered
-        # again). One Spark column cannot read both, and no table needs either: a recovered
-        # session starts at its ``broker_recovered`` line (pipeline-semantics.md).
-        "recovered",
         "damaged",  # server_started: what recovery had to skip
         "topics_gone",  # broker_removed: a count for the log and metrics (group_gone is read)
         "misses_other",  # route_queries: misses are not read either
