@@ -113,8 +113,8 @@ class StandaloneCluster:
                     raise RuntimeError(f"a Spark daemon exited; see {self.logs}")
             try:
                 state = self.state()
-            except OSError:
-                return False
+            except (OSError, ValueError):  # not listening yet, or (seen while it starts on a
+                return False  # loaded machine) answering with an HTML page, not its JSON
             return state.get("status") == "ALIVE" and (
                 ready == "master" or state.get("aliveworkers") == self.workers
             )
