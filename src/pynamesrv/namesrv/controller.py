@@ -598,15 +598,21 @@ class NamesrvController:
         self.add_listener(self.journal.on_events)
         self.journal.on_snapshot_wanted = self.record_snapshot
         recovered = self.recovered.to_record() if self.recovered is not None else None
+        started_ms = journal.clock_ms()
         self.journal.record(
             "server_started",
+            ts=started_ms,
             version=__version__,
             config=self.registry.all_properties(),
             recovered=recovered,
             damaged=self.journal_damage.to_record() or None,
         )
-        # Each recovered broker's session goes on from the start (docs/journal.md, Recovery).
-        self.journal.on_events(self.routes.recovered_events())
+        # Each recovered broker's session goes on from the start (docs/journal.md, Recovery):
+        # its line takes the start's ts, not a later reading of the clock.
+        recovered_events = self.routes.recovered_events()
+        for event in recovered_events:
+            event.mark_applied(started_ms)
+        self.journal.on_events(recovered_events)
         self.record_snapshot()
         snapshot_s = self.config.journal_snapshot_interval_ms / 1000
         self._window_start_ms = now_ms()
