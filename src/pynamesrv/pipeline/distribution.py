@@ -40,6 +40,7 @@ from pynamesrv.pipeline.compact import beat_lines
 from pynamesrv.pipeline.history import COLUMNS as REPLAY_COLUMNS
 from pynamesrv.pipeline.history import (
     REPLAYED,
+    collected,
     deadline_lines,
     replay_lines,
     since_base,
@@ -76,16 +77,12 @@ def lines_to_replay(events: DataFrame) -> list[dict[str, Any]]:
     routes-at takes them: ``replayed_lines``, and the heartbeats (unfolded: ``beat_lines``)
     and ``broker_recovered`` lines of an instance with a warm start among them. One query,
     and a second for those instances only when there are some."""
-    rows = [_as_dict(r) for r in replayed_lines(events).collect()]
+    rows = collected(replayed_lines(events))
     warm = warm_since(rows)
     if warm:
         theirs = beat_lines(events.where(F.col("ns").isin(*warm)))
-        rows += [_as_dict(r) for r in deadline_lines(theirs, warm).collect()]
+        rows += collected(deadline_lines(theirs, warm))
     return rows
-
-
-def _as_dict(row: Any) -> dict[str, Any]:
-    return dict(row.asDict(recursive=True))
 
 
 def distribution_rows(lines: Iterable[Mapping[str, Any]], at_ts: int) -> list[tuple[Any, ...]]:

@@ -85,6 +85,11 @@ def _as_dict(row: Any) -> dict[str, Any]:
     return dict(row.asDict(recursive=True))
 
 
+def collected(frame: DataFrame) -> list[dict[str, Any]]:
+    """``frame``'s rows on the driver, as plain dicts (nested rows too)."""
+    return [_as_dict(r) for r in frame.collect()]
+
+
 def rows_since_base(
     spark: SparkSession, paths: Sequence[str], at_ms: int, instance: str | None = None
 ) -> tuple[dict[str, list[dict[str, Any]]], int]:
@@ -102,7 +107,7 @@ def rows_since_base(
         chosen = [f for d, n in taken.items() for f in before[d][-n:]]
         if not chosen:
             return {}, 0
-        rows = [_as_dict(r) for r in since_base(_read(spark, chosen, instance), at_ms).collect()]
+        rows = collected(since_base(_read(spark, chosen, instance), at_ms))
         based = {r["ns"] for r in rows if r["base"]}
         # Back further where an instance has no base, or none has a line up to T.
         short = {r["dir"] for r in rows if r["ns"] not in based} | (
@@ -116,7 +121,7 @@ def rows_since_base(
     warm = warm_since(rows)
     if warm:
         upto = _read(spark, chosen, instance, DEADLINES).where(F.col("ts") <= F.lit(at_ms))
-        rows += [_as_dict(r) for r in deadline_lines(upto, warm).collect()]
+        rows += collected(deadline_lines(upto, warm))
     return replay_lines(rows), len(chosen)
 
 
