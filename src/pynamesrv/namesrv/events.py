@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from operator import itemgetter
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, TypeVar
 
 from pynamesrv.namesrv.model import DataVersion, QueueData, RoutedTopic, TopicQueueMappingInfo
 
@@ -130,6 +130,17 @@ def _field_names(event_type: type) -> tuple[str, ...]:
 _QUEUE_CONFIG_KEYS: Final = ("read", "write", "perm", "sys_flag")  # a topic_configs entry
 QueueValues = tuple[int, int, int, int]  # read, write, perm, sys_flag
 Columns = tuple[list[str], list[QueueValues], list[int] | None]  # ``QueueConfigs.columns``
+
+
+_T = TypeVar("_T")
+
+
+def per_topic(distinct: list[_T], index: list[int] | None, count: int) -> list[_T]:
+    """Each of ``count`` topics' item, given one item per distinct value (``distinct``, in
+    the order of ``QueueConfigs.columns``' values) and that index (None: one value)."""
+    return [distinct[0]] * count if index is None else list(map(distinct.__getitem__, index))
+
+
 _TOPIC: Final = itemgetter(0)
 _VALUES: Final = itemgetter(1, 2, 3, 4)
 

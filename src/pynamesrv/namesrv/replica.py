@@ -29,6 +29,7 @@ from pynamesrv.namesrv.events import (
     QueueConfigs,
     RecordError,
     data_version_of,
+    per_topic,
 )
 from pynamesrv.namesrv.heap import HeapKeeper
 from pynamesrv.namesrv.kvconfig import KvChange, KvConfigManager
@@ -128,9 +129,8 @@ class PreparedBody:
         ``staged``)."""
         topics, values, index = columns
         name = self._broker_name
-        datas = [QueueData(name, *v) for v in values]
-        per_topic = [datas[0]] * len(topics) if index is None else map(datas.__getitem__, index)
-        return dict(zip(topics, [{name: q} for q in per_topic], strict=True))
+        each = per_topic([QueueData(name, *v) for v in values], index, len(topics))
+        return dict(zip(topics, [{name: q} for q in each], strict=True))
 
     def columns(self) -> Columns | None:
         while self._steps is not None:
@@ -246,8 +246,7 @@ class Replica:
     def _prepared(self, request_id: int) -> tuple[PreparedBody, Columns]:
         prepared = self.prepared.pop(request_id, None)
         columns = prepared.columns() if prepared is not None else None
-        if prepared is None or columns is None:  # the writer decoded what this worker could
-            # not: not the same code
+        if prepared is None or columns is None:  # the writer decoded what this worker could not
             raise ReplicaGap(f"a registration names body {request_id}, not decoded here")
         return prepared, columns
 

@@ -30,6 +30,7 @@ from pynamesrv.namesrv.events import (
     TopicQueuesChanged,
     TopicRemoved,
     data_version_of,
+    per_topic,
     queue_configs,
     queue_table,
 )
@@ -160,18 +161,15 @@ class RouteChanges(RouteTables):
         mask = configs.perm_mask
         make = self.queue_data
         datas = [make(broker_name, r, w, p & mask, f) for r, w, p, f in values]
-        if index is None:
-            per_topic = [datas[0]] * len(topics)
-        else:
-            per_topic = list(map(datas.__getitem__, index))
+        each = per_topic(datas, index, len(topics))
         names = list(map(intern, topics))  # as a live registration's (``_diff_topic_configs``)
         table = self.topic_queue_table
         table_get = table.get
         found = list(map(table_get, names))
         if found.count(None) == len(found):  # all new (a first registration): in one update
-            table.update(zip(names, [{broker_name: q} for q in per_topic], strict=True))
+            table.update(zip(names, [{broker_name: q} for q in each], strict=True))
             return
-        for topic, queue_data, queues in zip(names, per_topic, found, strict=True):
+        for topic, queue_data, queues in zip(names, each, found, strict=True):
             if queues is None:
                 queues = table_get(topic)  # a topic listed twice, new at its first row
                 if queues is None:
