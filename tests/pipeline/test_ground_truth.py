@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from pynamesrv.namesrv import recovery
 from pynamesrv.namesrv.journal import instance_dir_name
@@ -21,6 +21,7 @@ from pynamesrv.pipeline.charts import when
 from pynamesrv.pipeline.job import COLUMNS, TABLES, Derived, PipelineResult, run_pipeline
 from pynamesrv.pipeline.report import collect_report_data
 from pynamesrv.pipeline.schema import read_journal
+from pynamesrv.pipeline.store import read_store
 from pynamesrv.pipeline.tables import current_tables
 from pynamesrv.testing import GroundTruth, generate
 
@@ -132,6 +133,26 @@ def test_open_sessions_at_the_end_match_the_ground_truth(
         frame = derived.table(name)
         assert_same_rows(frame.collect(), truth.table(name), COLUMNS[name])
     assert any(row["end_ts"] is None for row in truth.broker_sessions)
+
+
+def lineage(frame: DataFrame) -> str:
+    """The RDDs a frame's rows come from (a classic session's)."""
+    return str(frame._jdf.queryExecution().toRdd().toDebugString())
+
+
+def test_every_table_is_computed_on_the_jvm_alone(
+    spark: SparkSession, still_running: tuple[Derived, GroundTruth, Path]
+) -> None:
+    """No table, and no empty frame the job makes, reads rows from Python: a Python RDD's
+    first task starts a Python worker (a second of every cold run, and a Python on every
+    executor of a cluster). topic_distribution's rows are replayed on the driver and handed
+    over as an Arrow table (a local relation)."""
+    derived, _, _ = still_running
+    frames = {name: derived.table(name) for name in TABLES}
+    frames["empty store"] = read_store(spark, "file:/nowhere", [])
+    for name, frame in frames.items():
+        assert "PythonRDD" not in lineage(frame), name
+    assert "LocalTableScan" in frames["topic_distribution"]._jdf.queryExecution().toString()
 
 
 def test_routes_at_the_end_are_the_last_snapshot_and_the_changes_after_it(

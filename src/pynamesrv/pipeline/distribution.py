@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from pynamesrv.namesrv.journal import JournalDamage
 from pynamesrv.pipeline.compact import beat_lines
+from pynamesrv.pipeline.frames import local_frame
 from pynamesrv.pipeline.history import COLUMNS as REPLAY_COLUMNS
 from pynamesrv.pipeline.history import (
     REPLAYED,
@@ -120,7 +121,7 @@ def topic_distribution(
 ) -> DataFrame:
     """The table from collected ``lines_to_replay`` rows; empty without an end (no data)."""
     rows = distribution_rows(lines, at_ts) if at_ts is not None else []
-    return spark.createDataFrame(rows, DISTRIBUTION_SCHEMA)
+    return local_frame(spark, DISTRIBUTION_SCHEMA, rows)
 
 
 def with_end(frame: DataFrame, at_ts: int | None) -> DataFrame:

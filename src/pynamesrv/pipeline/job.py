@@ -64,6 +64,7 @@ from pynamesrv.pipeline.derive import (
     derive,
 )
 from pynamesrv.pipeline.files import Files
+from pynamesrv.pipeline.frames import local_frame
 from pynamesrv.pipeline.paths import join_path
 from pynamesrv.pipeline.publish import (
     KEEP,
@@ -718,7 +719,7 @@ def _compute_and_publish(
             }
             days = {**kept, **dict.fromkeys(written, run_id)}
             if not days:  # columns for readers of the paths: one empty file, day null
-                empty = spark.createDataFrame([], frame.drop("day").schema)
+                empty = local_frame(spark, frame.drop("day").schema)
                 empty.coalesce(1).write.parquet(join_path(base, f"day={NO_DAY}/version={run_id}"))
                 days = {NO_DAY: run_id}
             tables[relative] = {"schema": schema, "partitioned": True, "days": days}

@@ -36,6 +36,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from pynamesrv.namesrv.history import FILE_NAMES, hour_of_name
 from pynamesrv.pipeline.compact import STORE_COLUMNS, STORE_SCHEMA, compact
 from pynamesrv.pipeline.files import FileInfo, Files
+from pynamesrv.pipeline.frames import local_frame
 from pynamesrv.pipeline.paths import join_path
 from pynamesrv.pipeline.schema import CORRUPT, PARSE_SCHEMA
 
@@ -286,6 +287,6 @@ def read_store(spark: SparkSession, store: str, partitions: Sequence[str]) -> Da
     """The rows of the given version directories (``partition_path``), which must exist;
     without the ``version`` column (which version a row came from is the manifest's business)."""
     if not partitions:
-        return spark.createDataFrame([], READ_SCHEMA).drop("version")
+        return local_frame(spark, READ_SCHEMA).drop("version")
     frame = spark.read.schema(READ_SCHEMA).option("basePath", store).parquet(*partitions)
     return frame.drop("version")

@@ -27,6 +27,7 @@ import orjson
 
 from pynamesrv.pipeline import TABLES
 from pynamesrv.pipeline.files import Files
+from pynamesrv.pipeline.frames import local_frame
 from pynamesrv.pipeline.paths import join_path
 from pynamesrv.pipeline.publish import current, table_versions
 
@@ -114,7 +115,7 @@ def read_version(
         if wanted is None or v.partition("/")[0] in wanted
     ]
     if not paths:
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, schema)
     with_version = StructType([*schema.fields, StructField("version", StringType())])
     return spark.read.schema(with_version).option("basePath", base).parquet(*paths).drop("version")
 
