@@ -599,21 +599,23 @@ def bench_cold(
     topic = truth.table("topic_distribution")[0]["topic"]
     routes_at = [*cli, "routes-at", "--journal", str(root), "--time", str(at), "--topic", topic]
 
+    def next_hour(journal: Path, base: Path, venv: dict[str, str]) -> float:
+        """A cold run over the hour added to ``journal``, from a copy of ``base``."""
+        out = work / "hour"
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(base, out, symlinks=True)
+        return timed(run(journal, out), venv)
+
     samples: dict[tuple[str, str], list[float]] = {}
     for repeat in range(args.cold_repeat):
         for variant, switches in VARIANTS.items():
             venv = {**env, **switches}
-            out = work / "hour"
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(base, out, symlinks=True)
             samples.setdefault(("incremental hour", variant), []).append(
-                timed(run(journal, out), venv)
+                next_hour(journal, base, venv)
             )
             if variant == "as shipped":
-                shutil.rmtree(out, ignore_errors=True)
-                shutil.copytree(small_base, out, symlinks=True)
                 samples.setdefault((SMALL_HOUR, variant), []).append(
-                    timed(run(small_journal, out), venv)
+                    next_hour(small_journal, small_base, venv)
                 )
             out = work / "small"
             shutil.rmtree(out, ignore_errors=True)
