@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -280,6 +281,31 @@ def test_from_to_window_starts_a_run_at_its_first_event(
     expected = [("n1:1", "C", "b1", 0, A1, ms(210), "registered", None, None, None)]
     assert_same_rows(sessions, [dict(zip(SESSION_COLUMNS, r, strict=True)) for r in expected],
                      SESSION_COLUMNS)  # fmt: skip
+
+
+# The JVM's own notice, printed before any configuration applies (Spark's launcher adds the
+# module); nothing else of Spark's start-up may reach a cron job's mail.
+JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def test_a_new_spark_process_prints_nothing_but_the_commands_own_lines(tmp_path: Path) -> None:
+    """A pipeline command that launches its own JVM (a new process, as cron starts one): its
+    standard error holds the command's lines only, not Spark's start-up chatter ("Setting
+    default log level ...", which PySpark's gateway printed when its logger had no level)."""
+    small_journal(tmp_path / "journal")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))},
+        "PYNAMESRV_CLASS_ARCHIVE": "off",  # no 190 MB archive written for one test
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pynamesrv", "pipeline", "routes-at", "--master", "local[1]",
+         "--journal", str(tmp_path / "journal"), "--time", str(ms(50)), "--topic", "T"],
+        env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["n1:1"]["topics"]["T"]["digest"]
+    chatter = [line for line in done.stderr.splitlines() if line != JVM_NOTICE]
+    assert [line for line in chatter if not line.startswith("Spark ")] == [], done.stderr
 
 
 # routes-at over a local journal needs no Spark; with --master it does

@@ -233,12 +233,16 @@ appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 """
 
 
 def _quiet_log4j() -> str:
     """A log4j2 configuration that shows errors only, so the embedded JVM does not drown the
-    progress lines in start-up warnings (a cluster keeps its own logging configuration)."""
+    progress lines in start-up warnings (a cluster keeps its own logging configuration).
+    PySpark's gateway gets a level of its own: without one, Spark takes it for a shell and
+    prints "Setting default log level" and a tip about ``sc.setLogLevel`` on every start."""
     path = Path(tempfile.gettempdir()) / "pynamesrv-log4j2.properties"
     if not path.exists() or path.read_text() != _LOG4J2:
         scratch = path.with_name(f"{path.name}.{os.getpid()}")
