@@ -160,6 +160,17 @@ def test_a_gzip_bomb_is_read_only_up_to_its_inflation_bound(
     assert damage.files_unreadable == 1
 
 
+def test_empty_lines_are_not_lines(tmp_path: Path) -> None:
+    """Runs of empty lines, anywhere in a file and across read blocks, are skipped as Spark's
+    JSON reader skips them: not damage, and not one step each (the bomb above)."""
+    file = tmp_path / hour_file_name(T0)
+    file.write_bytes(b"\n" * 3 + lines("a") + b"\n" + lines("b") + b"\n" * (3 << 20) + lines("c"))
+    assert [raw[:1] for raw in complete_lines(file)] == [b"{"] * 3
+    damage = JournalDamage()
+    assert keys_of(list(read_records([file], damage=damage))) == ["a", "b", "c"]
+    assert damage.to_record() == {}
+
+
 def test_a_truncated_archive_yields_what_it_holds(tmp_path: Path) -> None:
     file = tmp_path / (hour_file_name(T0) + ".gz")
     packed = gzip.compress(lines(*(f"k{i}" for i in range(5000))))

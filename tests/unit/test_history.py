@@ -60,7 +60,8 @@ def test_blocks_hold_exactly_the_lines_a_line_reader_yields(
         assert all(b.endswith(b"\n") for b in blocks)
         assert b"".join(blocks) == b"".join(lines)
         assert damage.lines_too_long == too_long
-        assert list(complete_lines(file, max_line=max_line)) == lines
+        # The line reader skips empty lines (the blocks keep them: offsets count them).
+        assert list(complete_lines(file, max_line=max_line)) == [x for x in lines if x != b"\n"]
 
 
 def journal_with_an_old_base(root: Path) -> None:

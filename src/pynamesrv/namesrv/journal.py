@@ -43,6 +43,7 @@ import errno
 import gzip
 import logging
 import os
+import re
 import shutil
 import stat
 import time
@@ -1066,6 +1067,10 @@ class _Lines:
         _count(self.damage, "lines_too_long", self.file)
 
 
+NEWLINE: Final = ord("\n")
+_EMPTY_LINES: Final = re.compile(rb"\n+")
+
+
 def complete_lines(
     file: Path, damage: JournalDamage | None = None, *, max_line: int | None = None
 ) -> Iterator[bytes]:
@@ -1076,10 +1081,15 @@ def complete_lines(
     whole; a compressed file is inflated to at most ``MAX_INFLATION`` times its size (at
     least ``MIN_INFLATED_LIMIT``); a file that is not a regular file is not read. What was
     skipped is counted in ``damage``. ``max_line`` defaults to ``MAX_LINE_BYTES``. The lines
-    of ``line_blocks``, one at a time."""
+    of ``line_blocks``, one at a time, without empty ones: a writer never writes one, Spark's
+    JSON reader skips them too, and a run of them is skipped at once (a compressed file of
+    newlines cost a Python step and a parse error each: minutes within its inflation bound)."""
     for block in line_blocks(file, damage, max_line=max_line):
         start, size = 0, len(block)
         while start < size:
+            if block[start] == NEWLINE:
+                start = _EMPTY_LINES.match(block, start).end()  # type: ignore[union-attr]
+                continue
             end = block.index(b"\n", start) + 1
             yield block[start:end]
             start = end
