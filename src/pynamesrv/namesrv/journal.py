@@ -1067,7 +1067,7 @@ class _Lines:
         _count(self.damage, "lines_too_long", self.file)
 
 
-NEWLINE: Final = ord("\n")
+_NEWLINE: Final = ord("\n")
 _EMPTY_LINES: Final = re.compile(rb"\n+")
 
 
@@ -1087,7 +1087,7 @@ def complete_lines(
     for block in line_blocks(file, damage, max_line=max_line):
         start, size = 0, len(block)
         while start < size:
-            if block[start] == NEWLINE:
+            if block[start] == _NEWLINE:
                 start = _EMPTY_LINES.match(block, start).end()  # type: ignore[union-attr]
                 continue
             end = block.index(b"\n", start) + 1
