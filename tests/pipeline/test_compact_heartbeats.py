@@ -166,7 +166,8 @@ def test_the_store_keeps_beat_times_as_deltas(spark: SparkSession, tmp_path: Pat
             encodings = {c.path_in_schema: c.encodings for c in columns}
             for name in ("beat_ts.list.element", "beat_seq.list.element"):
                 assert "DELTA_BINARY_PACKED" in encodings[name], (file, encodings[name])
-    beats = sum(r["type"] == HEARTBEAT for r in read_records(journal_files(tmp_path / "journal")))
-    assert result.events == len(list(read_records(journal_files(tmp_path / "journal"))))
+    records = list(read_records(journal_files(tmp_path / "journal")))
+    assert result.events == len(records)
+    beats = sum(r["type"] == HEARTBEAT for r in records)
     (row,) = spark.read.parquet(*map(str, stored)).select(F.sum(F.size("beat_ts"))).collect()
     assert row[0] == beats
