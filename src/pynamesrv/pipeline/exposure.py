@@ -57,47 +57,27 @@ def reduced_beats(events: DataFrame, heartbeat_interval_s: float) -> DataFrame:
     ``beat_at`` is the beat the row stands for: its ``ts``, or for ``broker_recovered`` its
     ``last_heartbeat_ts`` (the broker's last beat before the restart)."""
     gap = round(heartbeat_interval_s * 1000)
-    beats_ts = F.coalesce(F.col("beat_ts"), F.array(F.col("ts")))
-    beats_seq = F.coalesce(F.col("beat_seq"), F.array(F.col("seq")))
     segments = events.where(F.col("type") == HEARTBEAT).select(
         "ns", "cluster", "broker_name", "broker_addr",
-        beats_ts.alias("b_ts"), beats_seq.alias("b_seq"),
+        F.coalesce(F.col("beat_ts"), F.array(F.col("ts"))).alias("b_ts"),
+        F.coalesce(F.col("beat_seq"), F.array(F.col("seq"))).alias("b_seq"),
     )  # fmt: skip
-    n = F.size(F.col("b_ts"))
-    wanted = F.filter(
-        F.sequence(F.lit(0), n - 1),
-        lambda i: (
-            (i == 0)
-            | (i == n - 1)
-            | (F.get(F.col("b_ts"), i + 1) - F.get(F.col("b_ts"), i) > F.lit(gap))
-        ),
-    )
-    picked = segments.select(
+    # One row per beat, then a filter: both compiled. A filter lambda over the indexes ran
+    # interpreted per beat, ten times the cost (a day of 1,000 brokers: 5.7 s against 0.6 s).
+    each = segments.select("*", F.posexplode("b_ts").alias("i", "b_at"))
+    i, at = F.col("i"), F.col("b_at")
+    next_ts = F.get(F.col("b_ts"), i + 1)
+    picked = each.where((i == 0) | (i == F.size("b_ts") - 1) | (next_ts - at > F.lit(gap))).select(
         "ns",
-        "cluster",
-        "broker_name",
-        "broker_addr",
-        F.explode(
-            F.transform(
-                wanted,
-                lambda i: F.struct(
-                    F.get(F.col("b_ts"), i).alias("ts"),
-                    F.get(F.col("b_seq"), i).alias("seq"),
-                    F.get(F.col("b_ts"), i + 1).alias("next_ts"),
-                ),
-            )
-        ).alias("b"),
-    ).select(
-        "ns",
-        "b.ts",
-        "b.seq",
+        at.alias("ts"),
+        F.get(F.col("b_seq"), i).alias("seq"),
         F.lit(HEARTBEAT).alias("type"),
         F.lit(None).cast("boolean").alias("first"),
         "cluster",
         "broker_name",
         "broker_addr",
-        F.col("b.ts").alias("beat_at"),
-        "b.next_ts",
+        at.alias("beat_at"),
+        next_ts.alias("next_ts"),
     )
     beat_at = F.when(
         F.col("type") == RECOVERED, F.coalesce(F.col("last_heartbeat_ts"), F.col("ts"))
