@@ -293,6 +293,14 @@ def cpu_text(cost: Cost) -> str:
     return f", {cost.cpu:.1f} s CPU{jit}"
 
 
+def split_at_last_hour(files: list[Path]) -> tuple[str, list[Path], list[Path]]:
+    """An incremental hour's setup: the file name of the last complete hour (the last one is
+    the partial hour the generator stopped in), the files before it (published first, not
+    timed) and its own files (the hour the run adds)."""
+    last = sorted({f.name for f in files})[-2]
+    return last, [f for f in files if f.name < last], [f for f in files if f.name == last]
+
+
 def mirror(files: list[Path], root: Path, target: Path) -> None:
     """Symbolic links to ``files`` under ``target``, in their instance directories."""
     for file in files:
@@ -402,9 +410,7 @@ def bench_master(
 
     # 2. incremental hour: everything but the last complete hour, then that hour
     hours = sorted({f.name for f in files})
-    last_full = hours[-2]  # the last file is the partial hour the generator stopped in
-    before = [f for f in files if f.name < last_full]
-    added = [f for f in files if f.name == last_full]
+    last_full, before, added = split_at_last_hour(files)
     journal = work / "journal"
     shutil.rmtree(journal, ignore_errors=True)
     mirror(before, root, journal)
@@ -584,12 +590,11 @@ def bench_cold(
     def before_last_hour(journals: Path, name: str) -> tuple[Path, Path, str]:
         """A journal directory holding ``journals`` but the last complete hour, an output
         published over it, then that hour's files added: (journal, base output, hour)."""
-        files = journal_files(journals)
-        last_full = sorted({f.name for f in files})[-2]
+        last_full, before, added = split_at_last_hour(journal_files(journals))
         journal, base = work / f"journal-{name}", work / f"base-{name}"
-        mirror([f for f in files if f.name < last_full], journals, journal)
+        mirror(before, journals, journal)
         timed(run(journal, base), env)  # everything before the hour, not timed
-        mirror([f for f in files if f.name == last_full], journals, journal)
+        mirror(added, journals, journal)
         return journal, base, last_full
 
     journal, base, last_full = before_last_hour(root, "day")
