@@ -141,8 +141,9 @@ def spark_session(
     driver logs as the cluster's configuration says: the log level cannot be set without a
     SparkContext). A session this function launches keeps the classes Spark generates for
     several runs (``codegen_cache``, default ``CODEGEN_CACHE_ENTRIES``; a Connect server or
-    spark-submit has its own setting). Shuffle sizing is set per run for every master
-    (``job_conf``) unless ``shuffle_partitions`` (or the launch configuration) fixes it.
+    spark-submit has its own setting) and records no Python call sites (``NO_CALL_SITES``).
+    Shuffle sizing is set per run for every master (``job_conf``) unless
+    ``shuffle_partitions`` (or the launch configuration) fixes it.
     A JVM this function launches maps ``class_archive`` (or writes it: ``classcache``); an
     embedded one for a ``small_run`` (``is_small_run``) compiles with C1 alone
     (``SMALL_RUN_JIT``).
@@ -172,6 +173,7 @@ def spark_session(
     if not submitted:  # spark-submit's configuration is the operator's
         entries = CODEGEN_CACHE_ENTRIES if codegen_cache is None else codegen_cache
         builder = builder.config("spark.sql.codegen.cache.maxEntries", str(entries))
+        builder = builder.config(*NO_CALL_SITES)
     java_options = [] if class_archive is None or submitted else [class_archive.java_options()]
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
@@ -191,6 +193,11 @@ def spark_session(
 # data, decides). Spark keeps 100, so a second run in the same process (tests, notebooks, a
 # scheduler calling run_pipeline) compiled every one again, and the JVM warmed each up anew.
 CODEGEN_CACHE_ENTRIES: Final = 2000
+# PySpark records the Python call site of every DataFrame and Column call in the JVM, for
+# error messages: five more py4j round trips and a walk of the Python stack per call, 8,800 of
+# the 15,400 round trips of a cold incremental hour of 40 brokers. An error names the Spark
+# method then, not the caller's line.
+NO_CALL_SITES: Final = ("spark.python.sql.dataFrameDebugging.enabled", "false")
 # The embedded JVM's collector: a batch job needs throughput, not short pauses, and G1's
 # concurrent work and write barriers cost 3-7 % of a run's time on two cores (a day of 1,000
 # brokers, a 40-broker day; bench/pipeline_warmup.py and bench/pipeline.py show the runs).
