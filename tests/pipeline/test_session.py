@@ -62,7 +62,7 @@ def test_building_frames_records_no_python_call_sites(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PySpark would send the Python call site of every DataFrame and Column call to the JVM
-    (``NO_CALL_SITES``): five more py4j round trips per call, 8,800 of a cold hour's 15,400."""
+    (``NO_CALL_SITES`` says what that cost)."""
     client = spark.sparkContext._gateway._gateway_client
     sent: list[str] = []
     send = client.send_command
