@@ -196,14 +196,17 @@ class Derived:
             computed = namesrv_divergence(self.live_sessions, self.runs, self.present, self.start)
             if self.carry is None:
                 return computed
-            return continue_across(computed, self.carry.divergence, self.carry.start)
+            # continue_across reads the intervals three times, and Spark ran their whole
+            # computation for each read: compute them once
+            return continue_across(self._keep(computed), self.carry.divergence, self.carry.start)
         if name == "topic_distribution":
             return self.distribution()
         raise KeyError(name)
 
     def tables(self) -> dict[str, DataFrame]:
         """All six, lazily (nothing runs until an action) but topic_distribution, whose
-        routes are replayed on the driver: building it runs two small queries."""
+        routes are replayed on the driver (building it runs two small queries), and, from a
+        start, namesrv_divergence's intervals (computed once, then continued)."""
         return {name: self.table(name) for name in TABLES}
 
     def exposure(self, heartbeat_interval_s: float) -> DataFrame:
