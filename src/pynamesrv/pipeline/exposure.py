@@ -296,24 +296,26 @@ def stale_route_exposure(
     )
     # The queries of the stale minutes only: each (ns, minute) row looks its topic up in the
     # route_queries lines of that minute. Exploding every line's counts instead (hundreds of
-    # topics per line, a line a minute) would aggregate ~1,000 times the rows needed.
+    # topics per line, a line a minute) would aggregate ~1,000 times the rows needed. One
+    # left join, not the stale minutes' keys joined with the lines and joined back: Spark
+    # computes per_minute once for each read of it.
     lines = events.where(F.col("type") == ROUTE_QUERIES).select(
         F.col("ns").alias("q_ns"),
         (F.col("ts") - F.lit(MINUTE_MS)).alias("q_minute"),
         "counts",
     )
-    queries = (
-        per_minute.select("ns", "topic", "minute")
-        .join(
+    with_queries = (
+        per_minute.join(
             lines,
             (F.col("ns") == F.col("q_ns")) & (F.col("minute") == F.col("q_minute")),
+            "left",
         )
-        .groupBy("ns", "topic", "minute")
+        .groupBy("ns", "topic", "minute", "stale_brokers", "stale_ms")
         .agg(F.sum(F.col("counts")[F.col("topic")]).alias("queries"))
     )
     stale_seconds = F.col("stale_ms") / 1000.0
     query_count = F.coalesce(F.col("queries"), F.lit(0).cast("long"))
-    return per_minute.join(queries, ["ns", "topic", "minute"], "left").select(
+    return with_queries.select(
         "ns",
         "topic",
         "minute",
