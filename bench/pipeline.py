@@ -21,7 +21,8 @@ small day, divided by the lines between them) next to the parse floor's own, bot
 after one untimed run of the small day has warmed the job's code up; and what a cron job pays
 (``bench_cold``): new processes, start to exit, over an incremental hour of each day (the
 small day's shows what a cold run costs whatever the data), the small day, a bare session,
-and ``routes-at`` with and without Spark.
+a minimal run over the hour (what Spark puts under any plan: the hour written as Parquet, six
+one-aggregation tables, one query over them), and ``routes-at`` with and without Spark.
 
 For every run it counts the Spark jobs, stages and SQL queries (actions) it started, per
 stage of the run, from the driver's status store: the bench may reach into the driver
@@ -596,9 +597,10 @@ def bench_cold(
     journals: list[tuple[Path, Any]], work: Path, args: argparse.Namespace
 ) -> list[ColdRow]:
     """New processes, start to exit, as cron starts them: ``pipeline run`` over an incremental
-    hour and over the small day, the floor (a bare session and one count), ``routes-at`` with
-    and without Spark; each variant of the cold-start levers, ``--cold-repeat`` times
-    interleaved (medians: the machine is shared)."""
+    hour and over the small day, the floors (a bare session and one count; a minimal run over
+    the hour, ``MINIMAL_RUN_SCRIPT``), ``routes-at`` with and without Spark; each variant of
+    the cold-start levers, ``--cold-repeat`` times interleaved (medians: the machine is
+    shared)."""
     from pynamesrv.pipeline.store import hour_of_name
 
     (root, truth), (small_root, _) = journals
