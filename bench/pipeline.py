@@ -618,21 +618,22 @@ def bench_cold(
     first = timed(run(small_root, work / "first"), env)
     print(f"  the first run writes the class archive: {first:.1f} s (once)")
 
-    def before_last_hour(journals: Path, name: str) -> tuple[Path, Path, str]:
+    def before_last_hour(journals: Path, name: str) -> tuple[Path, Path, str, list[Path]]:
         """A journal directory holding ``journals`` but the last complete hour, an output
-        published over it, then that hour's files added: (journal, base output, hour)."""
+        published over it, then that hour's files added: (journal, base output, hour, the
+        hour's files)."""
         last_full, before, added = split_at_last_hour(journal_files(journals))
         journal, base = work / f"journal-{name}", work / f"base-{name}"
         mirror(before, journals, journal)
         timed(run(journal, base), env)  # everything before the hour, not timed
         mirror(added, journals, journal)
-        return journal, base, last_full
+        return journal, base, last_full, added
 
-    journal, base, last_full = before_last_hour(root, "day")
+    journal, base, last_full, hour_files = before_last_hour(root, "day")
     # The same run over the small day: what a cold incremental run costs whatever the data.
-    small_journal, small_base, _ = before_last_hour(small_root, "small")
-    hour_files = [str(f) for f in split_at_last_hour(journal_files(root))[2]]
-    minimal_run = [sys.executable, "-c", MINIMAL_RUN_SCRIPT, str(work / "minimal"), *hour_files]
+    small_journal, small_base, _, _ = before_last_hour(small_root, "small")
+    minimal_run = [sys.executable, "-c", MINIMAL_RUN_SCRIPT, str(work / "minimal"),
+                   *map(str, hour_files)]  # fmt: skip
     at = hour_of_name(last_full) + 1_800_000  # type: ignore[operator]
     topic = truth.table("topic_distribution")[0]["topic"]
     routes_at = [*cli, "routes-at", "--journal", str(root), "--time", str(at), "--topic", topic]
