@@ -22,10 +22,12 @@ after one untimed run of the small day has warmed the job's code up; and what a 
 (``bench_cold``): new processes, start to exit, over an incremental hour of each day (the
 small day's shows what a cold run costs whatever the data), the small day, a bare session,
 a minimal run over the hour (what Spark puts under any plan: the hour written as Parquet, six
-one-aggregation tables, one query over them), and ``routes-at`` with and without Spark.
+one-aggregation tables, one query over them), and ``routes-at`` with and without Spark; then,
+in one more new process, where a cold incremental hour spends per stage (``profile_cold_run``).
 
 For every run it counts the Spark jobs, stages and SQL queries (actions) it started, per
-stage of the run, from the driver's status store: the bench may reach into the driver
+stage of the run, from the driver's status store, and the classes Spark generated and
+compiled for them (``Counter``): the bench may reach into the driver
 (``sparkContext``, py4j), the job itself never does. Job counts are deterministic; times
 vary 2x on a shared machine, so on a local master it also prints the CPU time of the Spark
 JVM (driver and executors are one process there) and how much of it the JIT compilers spent
@@ -140,33 +142,51 @@ class Work:
     jobs: int
     stages: int
     queries: int
+    classes: int = 0  # generated classes the driver's JVM compiled (Janino)
 
     def __str__(self) -> str:
-        return f"{self.jobs} jobs, {self.stages} stages, {self.queries} queries"
+        return (
+            f"{self.jobs} jobs, {self.stages} stages, {self.queries} queries, "
+            f"{self.classes} classes"
+        )
+
+
+Mark = tuple[set[int], int, int]  # job ids, queries, generated classes compiled
 
 
 class Counter:
     """Spark jobs, their stages and SQL queries started since a ``mark``, from the driver's
-    status store (after the listener bus has delivered every event)."""
+    status store (after the listener bus has delivered every event), and the classes Spark
+    generated and compiled for them in the driver's JVM (``CodegenMetrics``; on a local
+    master the executors' too). A class is compiled once per JVM and source text, so a warm
+    session counts what a run's queries brought that no earlier one had (their literals
+    among it); a cold process compiles every class its plan needs, about 600 for an
+    incremental hour, and the classes stand for Spark's own code paths that run cold too."""
 
     def __init__(self, spark: Any) -> None:
         self._context = spark.sparkContext
         self._tracker = self._context.statusTracker()
         self._sql = spark._jsparkSession.sharedState().statusStore()
+        codegen = self._context._jvm.org.apache.spark.metrics.source.CodegenMetrics
+        self._compiled = codegen.METRIC_COMPILATION_TIME()
 
-    def mark(self) -> tuple[set[int], int]:
+    def mark(self) -> Mark:
         self._context._jsc.sc().listenerBus().waitUntilEmpty()
-        return set(self._tracker.getJobIdsForGroup(None)), int(self._sql.executionsCount())
+        return (
+            set(self._tracker.getJobIdsForGroup(None)),
+            int(self._sql.executionsCount()),
+            int(self._compiled.getCount()),
+        )
 
-    def since(self, mark: tuple[set[int], int]) -> Work:
-        jobs, queries = self.mark()
+    def since(self, mark: Mark) -> Work:
+        jobs, queries, classes = self.mark()
         new = jobs - mark[0]
         stages: set[int] = set()
         for job in new:
             info = self._tracker.getJobInfo(job)
             if info is not None:
                 stages.update(info.stageIds)
-        return Work(len(new), len(stages), queries - mark[1])
+        return Work(len(new), len(stages), queries - mark[1], classes - mark[2])
 
 
 @dataclass(frozen=True)
@@ -223,6 +243,29 @@ class JvmClock:
         spent = None if cpu is None or after is None else after - cpu
         compiling = None if jit is None or jit_after is None else jit_after - jit
         return value, Cost(wall, spent, self.counter.since(mark), compiling)
+
+
+class StageLog:
+    """A run's ``progress``: prints each stage as it ends, with the Spark work it started and,
+    on a local master, the JVM CPU and JIT compiling it took."""
+
+    def __init__(self, clock: JvmClock) -> None:
+        self.clock = clock
+        self.reset()
+
+    def reset(self) -> None:
+        """Count from here (the start of a run)."""
+        self._mark = self.clock.counter.mark()
+        self._cpu, self._jit = self.clock.cpu(), self.clock.jit()
+
+    def __call__(self, stage: str, seconds: float, detail: str) -> None:
+        work = self.clock.counter.since(self._mark)
+        cpu, jit = self.clock.cpu(), self.clock.jit()
+        jvm = ""
+        if cpu is not None and self._cpu is not None and jit is not None and self._jit is not None:
+            jvm = f"{cpu - self._cpu:5.1f} s CPU ({jit - self._jit:4.1f} s JIT)  "
+        print(f"    {stage:<22} {seconds:7.2f} s  {jvm}{work!s:<50} {detail}", flush=True)
+        self.reset()
 
 
 def bare_scan(clock: JvmClock, spark: Any, files: list[Path]) -> tuple[int, Cost]:
@@ -355,17 +398,10 @@ def bench_master(
     files = journal_files(root)
     heartbeat = truth.params["heartbeat_s"]
 
-    stage_mark = counter.mark()
-
-    def progress(stage: str, seconds: float, detail: str) -> None:
-        nonlocal stage_mark
-        work = counter.since(stage_mark)
-        stage_mark = counter.mark()
-        print(f"    {stage:<22} {seconds:7.2f} s  {work!s:<38} {detail}")
+    progress = StageLog(clock)
 
     def run(journal: Path, out: Path) -> tuple[Any, Cost]:
-        nonlocal stage_mark
-        stage_mark = counter.mark()
+        progress.reset()
         return clock.measure(
             lambda: run_pipeline(
                 spark, [str(journal)], str(out), heartbeat_interval_s=heartbeat, progress=progress
@@ -494,7 +530,17 @@ def main() -> None:
     parser.add_argument(
         "--cold-repeat", type=int, default=3, help="new processes per cold row (median; 0: none)"
     )
+    parser.add_argument(
+        "--profile-cold-run",
+        nargs=3,
+        metavar=("JOURNAL", "OUT", "HEARTBEAT_S"),
+        help=argparse.SUPPRESS,  # bench_cold runs it: one run in a new process (profile_cold_run)
+    )
     args = parser.parse_args()
+    if args.profile_cold_run is not None:
+        journal, out, heartbeat_s = args.profile_cold_run
+        profile_cold_run(journal, out, float(heartbeat_s))
+        return
 
     journals = []
     lines_of: dict[int, int] = {}
@@ -600,7 +646,7 @@ def bench_cold(
     hour and over the small day, the floors (a bare session and one count; a minimal run over
     the hour, ``MINIMAL_RUN_SCRIPT``), ``routes-at`` with and without Spark; each variant of
     the cold-start levers, ``--cold-repeat`` times interleaved (medians: the machine is
-    shared)."""
+    shared). Then the incremental hour once more, profiled per stage (``profile_cold_run``)."""
     from pynamesrv.pipeline.store import hour_of_name
 
     (root, truth), (small_root, _) = journals
@@ -674,12 +720,41 @@ def bench_cold(
             timed([*routes_at, "--master", "local[2]"], {**env, **VARIANTS["no archive"]})
         )
         print(f"  repeat {repeat + 1} of {args.cold_repeat} done")
+    print("  where a cold incremental hour spends, per stage (one more new process, not timed):")
+    out = work / "hour"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(base, out, symlinks=True)
+    profile = [sys.executable, __file__, "--profile-cold-run", str(journal), str(out), heartbeat]
+    subprocess.run(profile, env=env, check=True)
     rows: dict[str, dict[str, float]] = {}
     for (name, variant), values in samples.items():
         rows.setdefault(name, {})[variant] = statistics.median(values)
     return [ColdRow(name, seconds) for name, seconds in rows.items()] + [
         ColdRow("archive written (first run, once)", {"as shipped": first})
     ]
+
+
+def profile_cold_run(journal: str, out: str, heartbeat_s: float) -> None:
+    """One run over ``journal`` into ``out`` in this new process, its session started as
+    ``pipeline run`` starts it (class archive; C1 alone for a small run): per stage, the JVM
+    CPU, JIT compiling and generated classes a cold JVM spends on it. The counters' own
+    calls add a little time to each stage."""
+    from pynamesrv.pipeline.classcache import class_archive
+    from pynamesrv.pipeline.job import is_small_run, run_pipeline, spark_session
+
+    small = is_small_run([journal], out)
+    spark = spark_session(
+        "local[2]", app_name="pynamesrv-pipeline", class_archive=class_archive(), small_run=small
+    )
+    clock = JvmClock(spark, Counter(spark))
+    progress = StageLog(clock)
+    _, cost = clock.measure(
+        lambda: run_pipeline(
+            spark, [journal], out, heartbeat_interval_s=heartbeat_s, progress=progress
+        )
+    )
+    print(f"  the run: {cost.wall:.1f} s{cpu_text(cost)}; {cost.work}", flush=True)
+    spark.stop()
 
 
 def report_cold(cold: list[ColdRow], rows: list[Row]) -> None:
