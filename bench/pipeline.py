@@ -152,6 +152,7 @@ class Work:
 
 
 Mark = tuple[set[int], int, int]  # job ids, queries, generated classes compiled
+ClockMark = tuple[Mark, float | None, float | None, float]  # work, CPU, JIT, wall clock
 
 
 class Counter:
@@ -235,14 +236,20 @@ class JvmClock:
         fields = self._stat.read_text().rpartition(")")[2].split()
         return (int(fields[11]) + int(fields[12])) / self._tick  # utime + stime
 
-    def measure(self, action: Any) -> tuple[Any, Cost]:
-        mark = self.counter.mark()
-        cpu, jit, start = self.cpu(), self.jit(), time.perf_counter()
-        value = action()
+    def mark(self) -> ClockMark:
+        return self.counter.mark(), self.cpu(), self.jit(), time.perf_counter()
+
+    def since(self, mark: ClockMark) -> Cost:
+        work, cpu, jit, start = mark
         wall, after, jit_after = time.perf_counter() - start, self.cpu(), self.jit()
         spent = None if cpu is None or after is None else after - cpu
         compiling = None if jit is None or jit_after is None else jit_after - jit
-        return value, Cost(wall, spent, self.counter.since(mark), compiling)
+        return Cost(wall, spent, self.counter.since(work), compiling)
+
+    def measure(self, action: Any) -> tuple[Any, Cost]:
+        mark = self.mark()
+        value = action()
+        return value, self.since(mark)
 
 
 class StageLog:
@@ -255,16 +262,14 @@ class StageLog:
 
     def reset(self) -> None:
         """Count from here (the start of a run)."""
-        self._mark = self.clock.counter.mark()
-        self._cpu, self._jit = self.clock.cpu(), self.clock.jit()
+        self._mark = self.clock.mark()
 
     def __call__(self, stage: str, seconds: float, detail: str) -> None:
-        work = self.clock.counter.since(self._mark)
-        cpu, jit = self.clock.cpu(), self.clock.jit()
+        cost = self.clock.since(self._mark)
         jvm = ""
-        if cpu is not None and self._cpu is not None and jit is not None and self._jit is not None:
-            jvm = f"{cpu - self._cpu:5.1f} s CPU ({jit - self._jit:4.1f} s JIT)  "
-        print(f"    {stage:<22} {seconds:7.2f} s  {jvm}{work!s:<50} {detail}", flush=True)
+        if cost.cpu is not None and cost.jit is not None:
+            jvm = f"{cost.cpu:5.1f} s CPU ({cost.jit:4.1f} s JIT)  "
+        print(f"    {stage:<22} {seconds:7.2f} s  {jvm}{cost.work!s:<50} {detail}", flush=True)
         self.reset()
 
 
@@ -684,12 +689,16 @@ def bench_cold(
     topic = truth.table("topic_distribution")[0]["topic"]
     routes_at = [*cli, "routes-at", "--journal", str(root), "--time", str(at), "--topic", topic]
 
-    def next_hour(journal: Path, base: Path, venv: dict[str, str]) -> float:
-        """A cold run over the hour added to ``journal``, from a copy of ``base``."""
+    def copy_of(base: Path) -> Path:
+        """A new copy of ``base`` for one run over the hour to publish into."""
         out = work / "hour"
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(base, out, symlinks=True)
-        return timed(run(journal, out), venv)
+        return out
+
+    def next_hour(journal: Path, base: Path, venv: dict[str, str]) -> float:
+        """A cold run over the hour added to ``journal``, from a copy of ``base``."""
+        return timed(run(journal, copy_of(base)), venv)
 
     samples: dict[tuple[str, str], list[float]] = {}
     for repeat in range(args.cold_repeat):
@@ -721,10 +730,8 @@ def bench_cold(
         )
         print(f"  repeat {repeat + 1} of {args.cold_repeat} done")
     print("  where a cold incremental hour spends, per stage (one more new process, not timed):")
-    out = work / "hour"
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(base, out, symlinks=True)
-    profile = [sys.executable, __file__, "--profile-cold-run", str(journal), str(out), heartbeat]
+    profile = [sys.executable, __file__, "--profile-cold-run", str(journal), str(copy_of(base)),
+               heartbeat]  # fmt: skip
     subprocess.run(profile, env=env, check=True)
     rows: dict[str, dict[str, float]] = {}
     for (name, variant), values in samples.items():
